@@ -1,0 +1,106 @@
+# tpl -- developer / CI entry points (GNU make).
+#
+#   make deps                 install missing Debian packages (apt-get)
+#   make test                 release, debug-asan, tsan: configure + build + ctest
+#   make test-<preset>        one configuration only (release | debug-asan | tsan)
+#   make bench [QUICK=1] [FILTER=regex]
+#                             build the release preset and run bench/run.py
+#   make clean                remove build/
+#
+# Variables: JOBS (build parallelism, default 2), BENCH_PRESET (default release).
+
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := test
+MAKEFLAGS += --no-print-directory
+
+JOBS         ?= 2
+TEST_PRESETS := release debug-asan tsan
+BENCH_PRESET ?= release
+QUICK        ?=
+FILTER       ?=
+
+# Debian packages. libbenchmark-dev is needed by `test` too because the
+# release preset also builds the benchmarks.
+TEST_PKGS  := cmake ninja-build g++ clang-16 libclang-rt-16-dev libgtest-dev python3 libbenchmark-dev
+BENCH_PKGS := $(TEST_PKGS)
+
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+# Runtime options for the sanitizer configurations.
+ENV_release    :=
+ENV_debug-asan := ASAN_OPTIONS=detect_leaks=1:halt_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+ENV_tsan       := TSAN_OPTIONS='halt_on_error=1 second_deadlock_stack=1'
+
+.PHONY: all deps deps-test deps-bench test bench clean $(addprefix test-,$(TEST_PRESETS))
+
+all: test
+
+# --- dependencies --------------------------------------------------------------
+# $(call install_pkgs,<packages>): apt-get only what `dpkg -s` reports missing.
+define install_pkgs
+	@if ! command -v dpkg >/dev/null 2>&1; then \
+	  echo "deps: dpkg not found (not Debian/Ubuntu?); skipping package installation"; exit 0; \
+	fi; \
+	missing=""; \
+	for p in $(1); do \
+	  dpkg -s "$$p" 2>/dev/null | grep -q '^Status: install ok installed' || missing="$$missing $$p"; \
+	done; \
+	if [ -z "$$missing" ]; then \
+	  echo "deps: all required packages are installed"; \
+	else \
+	  echo "deps: installing:$$missing"; \
+	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get update; \
+	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $$missing; \
+	fi
+endef
+
+deps: deps-bench
+
+deps-test:
+	$(call install_pkgs,$(TEST_PKGS))
+
+deps-bench:
+	$(call install_pkgs,$(BENCH_PKGS))
+
+# --- tests -----------------------------------------------------------------------
+# $(call run_preset,<preset>): configure, build and test one configuration.
+define run_preset
+	@echo; \
+	echo "=================================================================="; \
+	echo "==  tpl: configuration '$(1)'  (configure / build / ctest)"; \
+	echo "=================================================================="; \
+	start=$$(date +%s); \
+	cmake --preset $(1); \
+	cmake --build --preset $(1) -j$(JOBS); \
+	env $(ENV_$(1)) ctest --preset $(1); \
+	echo "==  tpl: configuration '$(1)' PASSED in $$(( $$(date +%s) - start )) s"
+endef
+
+test: deps-test
+	@start=$$(date +%s); \
+	for p in $(TEST_PRESETS); do \
+	  if ! $(MAKE) _test-one PRESET=$$p; then \
+	    echo; echo "==  tpl: configuration '$$p' FAILED -- stopping"; exit 1; \
+	  fi; \
+	done; \
+	echo; echo "==  tpl: all configurations passed ($(TEST_PRESETS)) in $$(( $$(date +%s) - start )) s"
+
+$(addprefix test-,$(TEST_PRESETS)): test-%: deps-test
+	$(call run_preset,$*)
+
+.PHONY: _test-one
+_test-one:
+	$(call run_preset,$(PRESET))
+
+# --- benchmarks --------------------------------------------------------------------
+BENCH_ARGS := $(if $(filter-out 0 no false off OFF,$(QUICK)),--quick) $(if $(FILTER),--filter '$(FILTER)')
+
+bench: deps-bench
+	cmake --preset $(BENCH_PRESET)
+	cmake --build --preset $(BENCH_PRESET) -j$(JOBS)
+	python3 bench/run.py --build build/$(BENCH_PRESET) $(BENCH_ARGS)
+
+# --- misc --------------------------------------------------------------------------
+clean:
+	rm -rf build

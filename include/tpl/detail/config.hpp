@@ -1,0 +1,37 @@
+// tpl/detail/config.hpp — compiler and sanitizer detection shared by tpl's headers (internal).
+#pragma once
+
+#if defined(__SANITIZE_ADDRESS__)
+#define TPL_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define TPL_ASAN 1
+#endif
+#endif
+
+#if defined(__SANITIZE_THREAD__)
+#define TPL_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define TPL_TSAN 1
+#endif
+#endif
+
+#if defined(__GNUC__) || defined(__clang__)
+#define TPL_LIKELY(x) __builtin_expect(!!(x), 1)
+#define TPL_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define TPL_NOINLINE __attribute__((noinline))
+#else
+#define TPL_LIKELY(x) (x)
+#define TPL_UNLIKELY(x) (x)
+#define TPL_NOINLINE
+#endif
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define TPL_CPU_RELAX() _mm_pause()
+#elif defined(__aarch64__)
+#define TPL_CPU_RELAX() asm volatile("yield" ::: "memory")
+#else
+#define TPL_CPU_RELAX() ((void)0)
+#endif

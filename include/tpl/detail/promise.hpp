@@ -1,0 +1,144 @@
+// tpl/detail/promise.hpp — the coroutine promise shared by task<T> and value_task<T> (internal).
+//
+// A task coroutine is hot (runs until its first real suspension inside the call), allocates its
+// frame from the per-thread frame pool, and completes at final_suspend by publishing its result in
+// the state word and resuming the first waiter inline (through the trampoline).
+//
+// The synchronous fast path: until the body's first real suspension, the task handle has not been
+// returned to the caller, so no other thread can hold it. A coroutine that completes without ever
+// suspending therefore publishes its completion with plain stores: no read-modify-write at all.
+// await_transform() wraps every awaiter of the body to record that a suspension happened.
+#pragma once
+
+#include <coroutine>
+#include <exception>
+#include <type_traits>
+#include <utility>
+
+#include "tpl/detail/frame_pool.hpp"
+#include "tpl/detail/task_state.hpp"
+#include "tpl/detail/trampoline.hpp"
+
+namespace tpl::detail {
+
+template <class A>
+decltype(auto) get_awaiter(A&& a) {
+  if constexpr (requires { static_cast<A&&>(a).operator co_await(); }) {
+    return static_cast<A&&>(a).operator co_await();
+  } else if constexpr (requires { operator co_await(static_cast<A&&>(a)); }) {
+    return operator co_await(static_cast<A&&>(a));
+  } else {
+    return static_cast<A&&>(a);
+  }
+}
+
+/// Forwards to the real awaiter and records that the coroutine suspended (see file comment).
+template <class Awaiter>
+struct marking_awaiter {
+  Awaiter inner;
+  bool* suspended_once;
+
+  bool await_ready() { return inner.await_ready(); }
+  template <class P>
+  decltype(auto) await_suspend(std::coroutine_handle<P> h) {
+    *suspended_once = true;  // before: once inner.await_suspend runs, h may resume elsewhere
+    return inner.await_suspend(h);
+  }
+  decltype(auto) await_resume() { return inner.await_resume(); }
+};
+
+/// Publishes a finished coroutine's completion, drops the coroutine's own reference and fires
+/// the waiters. The frame may be destroyed inside; nothing here touches it afterwards.
+template <class Promise>
+void finish_coroutine(Promise& p) noexcept {
+  task_state_base& s = p;
+  if (!p.suspended_once()) {
+    // Never suspended: the handle is still inside the ramp, so nobody waits and the caller's
+    // handle keeps the frame alive.
+    s.publish_completion_unshared();
+    s.release_unshared_non_last();
+    return;
+  }
+  const bool force_async = p.continuations_forced_async();
+  waiter* list = s.publish_completion();
+  s.release();
+  task_state_base::fire_waiters(list, force_async);
+}
+
+struct final_awaiter {
+  bool await_ready() const noexcept { return false; }
+  template <class P>
+  void await_suspend(std::coroutine_handle<P> h) const noexcept {
+    finish_coroutine(h.promise());
+  }
+  void await_resume() const noexcept {}
+};
+
+/// co_await cancel_current_task{} completes the running coroutine task as canceled without
+/// throwing, and never resumes it (the frame is destroyed with its last reference).
+struct cancel_current_task {
+  bool await_ready() const noexcept { return false; }
+  template <class P>
+  void await_suspend(std::coroutine_handle<P> h) const noexcept {
+    h.promise().set_canceled();
+    finish_coroutine(h.promise());
+  }
+  void await_resume() const noexcept {}
+};
+
+template <class T, class Derived>
+class promise_base : public task_state<T> {
+ public:
+  // Two references: the running coroutine's (dropped at final suspend) and the returned handle's.
+  promise_base() noexcept : task_state<T>(2, &destroy_frame) {}
+
+  std::suspend_never initial_suspend() const noexcept { return {}; }
+  final_awaiter final_suspend() const noexcept { return {}; }
+
+  void unhandled_exception() noexcept {
+    std::exception_ptr e = std::current_exception();
+    bool canceled = false;
+    try {
+      throw;
+    } catch (const operation_canceled&) {
+      canceled = true;
+    } catch (...) {
+    }
+    this->set_error(std::move(e), canceled);
+  }
+
+  template <class A>
+  auto await_transform(A&& a) {
+    using awaiter_t = decltype(get_awaiter(static_cast<A&&>(a)));
+    return marking_awaiter<awaiter_t>{get_awaiter(static_cast<A&&>(a)), &this->suspended_once_};
+  }
+
+  bool suspended_once() const noexcept { return this->suspended_once_; }
+  bool continuations_forced_async() const noexcept { return this->run_continuations_asynchronously_; }
+
+  static void* operator new(std::size_t n) { return frame_alloc(n); }
+  static void operator delete(void* p, std::size_t n) noexcept { frame_free(p, n); }
+
+ private:
+  static void destroy_frame(task_state_base* s) noexcept {
+    std::coroutine_handle<Derived>::from_promise(static_cast<Derived&>(*s)).destroy();
+  }
+};
+
+template <class T, class Derived>
+class value_promise : public promise_base<T, Derived> {
+ public:
+  template <class U = T>
+    requires std::is_constructible_v<T, U&&>
+  void return_value(U&& v) noexcept(std::is_nothrow_constructible_v<T, U&&>) {
+    this->set_value(static_cast<U&&>(v));
+  }
+};
+
+template <class Derived>
+class value_promise<void, Derived> : public promise_base<void, Derived> {
+ public:
+  void return_void() noexcept { this->set_value(); }
+};
+
+}  // namespace tpl::detail

@@ -1,0 +1,343 @@
+// tpl/detail/task_state.hpp — the shared state behind task<T>: one atomic word that holds both
+// completion and the waiters, a reference count, and the result (internal).
+//
+// The head word is one of:
+//   kEmpty                 not completed, nobody waiting
+//   waiter*                not completed; an intrusive LIFO list of waiters (the first awaiter is
+//                          stored without any allocation; more awaiters link through waiter::next)
+//   waiter* | kLocked      a remover is unlinking a waiter from the middle of the list
+//   kCompleted             completed; status_, the result and error_ are published
+// Adding a waiter is one CAS. Completing is one CAS that takes the list. Removing a waiter (a timed
+// wait that gave up, when_any cleaning up its losers) is a CAS when the waiter is at the head, and a
+// short lock of the word otherwise; so abandoned waits never accumulate on a long-lived task.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <new>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "tpl/detail/config.hpp"
+#include "tpl/detail/frame_pool.hpp"
+#include "tpl/exceptions.hpp"
+
+namespace tpl {
+
+/// The state of a task (.NET TaskStatus, reduced to what a hot task can be in).
+enum class task_status : std::uint8_t {
+  running,            ///< not completed yet (.NET WaitingForActivation / Running)
+  ran_to_completion,  ///< completed with a result
+  faulted,            ///< completed with one or more exceptions
+  canceled,           ///< completed by cancellation
+};
+
+}  // namespace tpl
+
+namespace tpl::detail {
+
+/// A registration to be told when a task completes. Lives in the waiter's own memory (an awaiting
+/// coroutine's frame, a blocked thread's stack, a when_all state).
+struct waiter {
+  waiter* next = nullptr;
+  /// Called exactly once after completion, unless remove_waiter() took the waiter out first.
+  /// may_run_inline is true for at most one waiter per completion: the one that may continue on
+  /// the completing thread; the others must not run user code inline.
+  void (*on_complete)(waiter* self, bool may_run_inline) noexcept = nullptr;
+};
+
+class task_state_base {
+ public:
+  using destroy_fn = void (*)(task_state_base*) noexcept;
+
+  static constexpr std::uintptr_t kEmpty = 0;
+  static constexpr std::uintptr_t kCompleted = 1;
+  static constexpr std::uintptr_t kLocked = 2;
+
+  task_state_base(std::uint32_t initial_refs, destroy_fn destroy) noexcept
+      : refs_(initial_refs), destroy_(destroy) {}
+  task_state_base(const task_state_base&) = delete;
+  task_state_base& operator=(const task_state_base&) = delete;
+
+  // ---- completion --------------------------------------------------------------------------
+
+  bool is_completed() const noexcept {
+    // acquire: pairs with the release in publish_completion(), so status_, the value and error_
+    // written before completion are visible to whoever sees kCompleted.
+    return head_.load(std::memory_order_acquire) == kCompleted;
+  }
+
+  task_status status() const noexcept { return is_completed() ? status_ : task_status::running; }
+
+  /// Registers w. Returns false (and does not register) if the task already completed; the
+  /// caller then continues synchronously and may read the result.
+  bool add_waiter(waiter* w) noexcept {
+    // acquire on every load: if we see kCompleted we go on to read the result.
+    std::uintptr_t cur = head_.load(std::memory_order_acquire);
+    for (;;) {
+      if (cur == kCompleted) return false;
+      if (TPL_UNLIKELY(cur & kLocked)) {
+        TPL_CPU_RELAX();
+        cur = head_.load(std::memory_order_acquire);
+        continue;
+      }
+      w->next = reinterpret_cast<waiter*>(cur);
+      // release: the completer (or a remover) that takes the list reads w's fields.
+      if (head_.compare_exchange_weak(cur, reinterpret_cast<std::uintptr_t>(w),
+                                      std::memory_order_release, std::memory_order_acquire))
+        return true;
+    }
+  }
+
+  /// Takes w back out. Returns true if it was removed before completion (it will never be
+  /// called); false if completion already took it (its on_complete runs or has run: the caller
+  /// must let it finish before freeing w).
+  bool remove_waiter(waiter* w) noexcept {
+    // acquire: we read the next fields of nodes other threads pushed (released by their CAS).
+    std::uintptr_t cur = head_.load(std::memory_order_acquire);
+    for (;;) {
+      if (cur == kCompleted || cur == kEmpty) return false;
+      if (cur & kLocked) {
+        TPL_CPU_RELAX();
+        cur = head_.load(std::memory_order_acquire);
+        continue;
+      }
+      if (cur == reinterpret_cast<std::uintptr_t>(w)) {
+        // w is the head: unlink it with one CAS. Pushers and the completer CAS the same word, so
+        // whoever loses retries and sees the new list.
+        if (head_.compare_exchange_weak(cur, reinterpret_cast<std::uintptr_t>(w->next),
+                                        std::memory_order_acq_rel, std::memory_order_acquire))
+          return true;
+        continue;
+      }
+      // Elsewhere in the list: lock the word (pushers and the completer spin meanwhile), unlink.
+      if (!head_.compare_exchange_weak(cur, cur | kLocked, std::memory_order_acquire,
+                                       std::memory_order_acquire))
+        continue;
+      bool found = false;
+      for (waiter* p = reinterpret_cast<waiter*>(cur); p->next != nullptr; p = p->next) {
+        if (p->next == w) {
+          p->next = w->next;
+          found = true;
+          break;
+        }
+      }
+      // release: the unlinked list is what the next locker / completer reads.
+      head_.store(cur, std::memory_order_release);
+      return found;
+    }
+  }
+
+  /// Marks the task completed (status_ and the result must already be written) and returns the
+  /// waiters in registration order. Exactly one caller may complete a task.
+  waiter* publish_completion() noexcept {
+    std::uintptr_t cur = head_.load(std::memory_order_relaxed);
+    for (;;) {
+      if (TPL_UNLIKELY(cur & kLocked)) {
+        TPL_CPU_RELAX();
+        cur = head_.load(std::memory_order_relaxed);
+        continue;
+      }
+      // acq_rel: release publishes the result to every reader that acquires kCompleted; acquire
+      // makes the waiters' fields (released by add_waiter) visible to us.
+      if (head_.compare_exchange_weak(cur, kCompleted, std::memory_order_acq_rel,
+                                      std::memory_order_relaxed))
+        break;
+    }
+    // The list is LIFO; reverse it so continuations run in registration order, as in .NET.
+    waiter* fifo = nullptr;
+    auto* w = reinterpret_cast<waiter*>(cur);
+    while (w != nullptr) {
+      waiter* next = w->next;
+      w->next = fifo;
+      fifo = w;
+      w = next;
+    }
+    return fifo;
+  }
+
+  /// Tells each waiter. The first may continue inline unless force_async.
+  static void fire_waiters(waiter* list, bool force_async) noexcept {
+    bool may_inline = !force_async;
+    while (list != nullptr) {
+      waiter* next = list->next;  // list may be freed by its own callback
+      list->on_complete(list, may_inline);
+      may_inline = false;
+      list = next;
+    }
+  }
+
+  /// Publishes completion and runs the continuations (for states that are not coroutine frames).
+  void complete_and_fire() noexcept {
+    waiter* list = publish_completion();
+    fire_waiters(list, run_continuations_asynchronously_);
+  }
+
+  /// Completes a task that was never visible to another thread: no waiters can exist, so a store
+  /// does what publish_completion() does.
+  void publish_completion_unshared() noexcept {
+    // release: the handle may later be passed to other threads, which acquire kCompleted.
+    head_.store(kCompleted, std::memory_order_release);
+  }
+
+  // ---- reference count ---------------------------------------------------------------------
+
+  void add_ref() noexcept {
+    if (immortal_) return;
+    // relaxed: a reference is only ever copied from one that is already held, which keeps the
+    // object alive; ordering with the final release comes from the acq_rel decrement.
+    refs_.fetch_add(1, std::memory_order_relaxed);
+  }
+
+  void release() noexcept {
+    if (immortal_) return;
+    // A holder of the only reference cannot race with anyone (references are only copied from
+    // held ones), so the load saves the read-modify-write in the common single-owner case.
+    // acquire pairs with the release half of other holders' decrements, so their writes happen
+    // before destruction.
+    if (refs_.load(std::memory_order_acquire) == 1 ||
+        refs_.fetch_sub(1, std::memory_order_acq_rel) == 1)
+      destroy_(this);
+  }
+
+  /// Drops a reference known not to be the last (no read-modify-write needed when unshared).
+  void release_unshared_non_last() noexcept {
+    refs_.store(refs_.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
+  }
+
+  std::uint32_t ref_count_for_tests() const noexcept { return refs_.load(std::memory_order_acquire); }
+  bool sole_owner() const noexcept { return immortal_ ? false : refs_.load(std::memory_order_acquire) == 1; }
+
+  // ---- faults ------------------------------------------------------------------------------
+
+  void set_error(std::exception_ptr e, bool canceled) noexcept {
+    error_ = std::move(e);
+    status_ = canceled ? task_status::canceled : task_status::faulted;
+  }
+  /// Faults with several exceptions at once (when_all): co_await rethrows the first, wait() /
+  /// get() throw all of them.
+  void set_errors(std::vector<std::exception_ptr> errors) {
+    if (errors.size() == 1) {
+      set_error(std::move(errors.front()), false);
+      return;
+    }
+    error_ = std::make_exception_ptr(aggregate_exception(std::move(errors)));
+    error_is_aggregate_ = true;
+    status_ = task_status::faulted;
+  }
+  void set_canceled() noexcept { status_ = task_status::canceled; }
+
+  /// For co_await: rethrow the (first) exception, or operation_canceled.
+  [[noreturn]] void throw_for_await() const;
+  /// For wait() / get(): throw aggregate_exception with every exception (.NET Task.Wait).
+  [[noreturn]] void throw_for_wait() const;
+  /// Every exception of a faulted task in order; operation_canceled for a canceled one.
+  std::vector<std::exception_ptr> exceptions() const;
+
+  void set_run_continuations_asynchronously(bool v) noexcept { run_continuations_asynchronously_ = v; }
+  void make_immortal() noexcept { immortal_ = true; }
+
+ protected:
+  ~task_state_base() = default;
+
+  std::atomic<std::uintptr_t> head_{kEmpty};
+  std::atomic<std::uint32_t> refs_;
+  task_status status_ = task_status::running;  // written before completion, read after
+  bool run_continuations_asynchronously_ = false;
+  bool immortal_ = false;
+  bool error_is_aggregate_ = false;
+  bool suspended_once_ = false;  // coroutine tasks: did the body ever suspend (see promise)
+  destroy_fn destroy_;
+  std::exception_ptr error_;
+};
+
+/// Moves or copies a result out of a shared state: moving is only allowed when the caller holds
+/// the only reference.
+template <class T>
+T take_or_copy(T& value, bool sole_owner) {
+  if constexpr (std::is_move_constructible_v<T>) {
+    if (sole_owner) return std::move(value);
+  }
+  if constexpr (std::is_copy_constructible_v<T>) {
+    return value;
+  } else {
+    throw invalid_operation(
+        "the result of a task<T> with a move-only T can only be taken by its sole owner: "
+        "co_await / get() an rvalue task that no other handle shares");
+  }
+}
+
+template <class T>
+class task_state : public task_state_base {
+  static_assert(!std::is_reference_v<T>, "task<T&> is not supported: use task<T*> or "
+                                         "task<std::reference_wrapper<T>>");
+
+ public:
+  using task_state_base::task_state_base;
+
+  template <class... A>
+  void set_value(A&&... a) noexcept(std::is_nothrow_constructible_v<T, A...>) {
+    ::new (static_cast<void*>(&value_)) T(std::forward<A>(a)...);
+    status_ = task_status::ran_to_completion;
+  }
+
+  /// The result; the task must be completed.
+  T& value_ref() {
+    if (TPL_UNLIKELY(status_ != task_status::ran_to_completion)) throw_for_await();
+    return value_;
+  }
+  T& value_ref_for_wait() {
+    if (TPL_UNLIKELY(status_ != task_status::ran_to_completion)) throw_for_wait();
+    return value_;
+  }
+
+ protected:
+  ~task_state() {
+    if (status_ == task_status::ran_to_completion) value_.~T();
+  }
+
+ private:
+  union {
+    T value_;
+  };
+};
+
+template <>
+class task_state<void> : public task_state_base {
+ public:
+  using task_state_base::task_state_base;
+  void set_value() noexcept { status_ = task_status::ran_to_completion; }
+  void value_ref() {
+    if (TPL_UNLIKELY(status_ != task_status::ran_to_completion)) throw_for_await();
+  }
+  void value_ref_for_wait() {
+    if (TPL_UNLIKELY(status_ != task_status::ran_to_completion)) throw_for_wait();
+  }
+
+ protected:
+  ~task_state() = default;
+};
+
+/// Base for states that are not coroutine frames (task_completion_source, task_from_result,
+/// when_all...): they come from the frame pool too, so creating one allocates nothing after warm-up.
+struct pooled_allocation {
+  static void* operator new(std::size_t n) { return frame_alloc(n); }
+  static void operator delete(void* p, std::size_t n) noexcept { frame_free(p, n); }
+};
+
+/// A state that deletes itself as Derived on the last release.
+template <class Derived>
+void delete_as(task_state_base* s) noexcept {
+  delete static_cast<Derived*>(s);
+}
+
+/// Blocks the calling thread until the task completes.
+void block_until_completed(task_state_base& s);
+/// As block_until_completed, up to the deadline; true if completed.
+bool block_until_completed(task_state_base& s, std::chrono::steady_clock::time_point deadline);
+
+}  // namespace tpl::detail

@@ -1,0 +1,55 @@
+// tpl/exceptions.hpp — the exception types tpl reports.
+//
+// Provides:
+//   tpl::operation_canceled   (.NET OperationCanceledException / TaskCanceledException)
+//   tpl::aggregate_exception  (.NET AggregateException: every fault of a task or of when_all)
+//   tpl::invalid_operation    (.NET InvalidOperationException: misuse such as set_result twice,
+//                              awaiting an empty task, awaiting a value_task twice)
+//
+// Example:
+//   try { t.get(); }
+//   catch (const tpl::aggregate_exception& e) {
+//     for (const auto& inner : e.inner_exceptions()) log(inner);
+//   }
+#pragma once
+
+#include <exception>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace tpl {
+
+/// Thrown by an operation that was canceled, and by awaiting a canceled task.
+/// A coroutine task whose body lets an operation_canceled escape ends in the canceled state.
+class operation_canceled : public std::exception {
+ public:
+  operation_canceled() noexcept = default;
+  const char* what() const noexcept override;
+};
+
+/// One or more exceptions, in a defined order (for when_all: the order of the tasks).
+/// task::wait() and task::get() throw this; co_await rethrows the first inner exception instead.
+class aggregate_exception : public std::exception {
+ public:
+  explicit aggregate_exception(std::vector<std::exception_ptr> inner);
+  const char* what() const noexcept override { return message_.c_str(); }
+  /// Never empty.
+  const std::vector<std::exception_ptr>& inner_exceptions() const noexcept { return inner_; }
+  std::size_t size() const noexcept { return inner_.size(); }
+  /// Rethrows inner_exceptions()[0].
+  [[noreturn]] void rethrow_first() const { std::rethrow_exception(inner_.front()); }
+
+ private:
+  std::vector<std::exception_ptr> inner_;
+  std::string message_;
+};
+
+/// A call that is not valid in the object's current state (a programming error reported clearly
+/// rather than undefined behaviour).
+class invalid_operation : public std::logic_error {
+ public:
+  using std::logic_error::logic_error;
+};
+
+}  // namespace tpl

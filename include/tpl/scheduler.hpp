@@ -1,0 +1,80 @@
+// tpl/scheduler.hpp — where coroutines run: the scheduler interface, inline_scheduler,
+// co_await tpl::yield() and co_await tpl::resume_on(s).
+//
+// A scheduler receives coroutine handles and must resume each exactly once. thread_pool implements
+// it; so can user code (a GUI loop, a dedicated thread, a test scheduler):
+//
+//   class my_loop final : public tpl::scheduler {
+//    public:
+//     void schedule(std::coroutine_handle<> h) override { queue_.push(h); }
+//     void run_one() { auto h = queue_.pop(); tpl::scheduler::run(h); }
+//   };
+//
+//   tpl::task<> work(my_loop& loop) {
+//     co_await tpl::resume_on(loop);   // from here on, runs inside my_loop::run_one()
+//     co_await tpl::yield();           // back of the current pool's queue (fairness point)
+//   }
+#pragma once
+
+#include <coroutine>
+
+#include "tpl/detail/trampoline.hpp"
+
+namespace tpl {
+
+class scheduler {
+ public:
+  virtual ~scheduler() = default;
+
+  /// Queues h to be resumed exactly once. Must not resume h inline before returning unless the
+  /// scheduler is documented to do so (inline_scheduler).
+  virtual void schedule(std::coroutine_handle<> h) = 0;
+
+  /// Queues h behind the work already waiting (used by yield()). Defaults to schedule().
+  virtual void schedule_after_others(std::coroutine_handle<> h) { schedule(h); }
+
+  /// Resumes a handle taken from a scheduler's queue. Schedulers should run items through this so
+  /// that continuations they complete are resumed through tpl's bounded-depth trampoline.
+  static void run(std::coroutine_handle<> h) noexcept { detail::run_item(h); }
+};
+
+/// Resumes immediately on the scheduling thread (through the trampoline, so never unbounded
+/// recursion). Useful in tests and for trivially cheap continuations.
+class inline_scheduler final : public scheduler {
+ public:
+  void schedule(std::coroutine_handle<> h) override { detail::resume_inline(h); }
+  static inline_scheduler& instance() noexcept;
+};
+
+namespace detail {
+/// Queues h on the pool of the calling thread if it is a pool thread, else on the default pool.
+void dispatch(std::coroutine_handle<> h);
+/// As dispatch, but behind the waiting work (global queue).
+void dispatch_after_others(std::coroutine_handle<> h);
+}  // namespace detail
+
+/// co_await tpl::yield(): lets the work already queued run, then continues on the current
+/// thread pool (the default pool when called outside one). .NET Task.Yield().
+struct yield_awaitable {
+  bool await_ready() const noexcept { return false; }
+  void await_suspend(std::coroutine_handle<> h) const { detail::dispatch_after_others(h); }
+  void await_resume() const noexcept {}
+};
+[[nodiscard]] inline yield_awaitable yield() noexcept { return {}; }
+
+/// co_await tpl::resume_on(s): continues on scheduler s.
+class resume_on_awaitable {
+ public:
+  explicit resume_on_awaitable(scheduler& s) noexcept : s_(&s) {}
+  bool await_ready() const noexcept { return false; }
+  void await_suspend(std::coroutine_handle<> h) const { s_->schedule(h); }
+  void await_resume() const noexcept {}
+
+ private:
+  scheduler* s_;
+};
+[[nodiscard]] inline resume_on_awaitable resume_on(scheduler& s) noexcept {
+  return resume_on_awaitable{s};
+}
+
+}  // namespace tpl

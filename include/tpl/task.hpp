@@ -1,0 +1,416 @@
+// tpl/task.hpp — tpl::task<T>: a hot, shareable coroutine task with .NET Task semantics.
+//
+// Provides task<T> / task<> (task<void>), await_options (.NET ConfigureAwaitOptions),
+// task_continuation_options, task_from_result / task_from_exception / task_from_canceled /
+// completed_task.
+//
+// A function returning task<T> that contains co_await / co_return is a coroutine. It starts
+// running inside the call (hot, like a .NET async method) and runs until its first real suspension.
+// The task handle is reference-counted and copyable: any number of coroutines may co_await it, any
+// number of threads may wait() on it, and the result stays readable for as long as one handle lives.
+//
+//   tpl::task<int> fetch_answer() {
+//     co_await tpl::yield();            // continue on the thread pool
+//     co_return 42;
+//   }
+//   tpl::task<> caller() {
+//     tpl::task<int> t = fetch_answer();
+//     int a = co_await t;               // suspends until t completes; rethrows its exception
+//     int b = co_await t;               // a task can be awaited again: same result
+//     std::printf("%d\n", a + b);
+//   }
+//   int main() { caller().wait(); }     // wait(): blocks; throws aggregate_exception on fault
+//
+// Comparison with value_task<T>: value_task is move-only and awaited once, and can hold a result
+// without any allocation (the .NET ValueTask trade-off). Use task<T> by default.
+//
+// Faults: co_await rethrows the first exception of the task; wait() / get() throw
+// aggregate_exception with all of them (when_all collects every exception, in task order). A body
+// that lets operation_canceled escape ends canceled; awaiting a canceled task throws
+// operation_canceled.
+#pragma once
+
+#include <chrono>
+#include <concepts>
+#include <coroutine>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <stdexcept>
+#include <type_traits>
+#include <utility>
+
+#include "tpl/detail/promise.hpp"
+#include "tpl/detail/task_state.hpp"
+#include "tpl/exceptions.hpp"
+#include "tpl/scheduler.hpp"
+
+namespace tpl {
+
+template <class T = void>
+class task;
+
+/// How a co_await behaves (.NET ConfigureAwaitOptions). Combine with |.
+enum class await_options : std::uint8_t {
+  none = 0,
+  /// The await never throws: it completes when the task does, whatever its outcome; inspect the
+  /// task afterwards. The await yields no value.
+  suppress_throwing = 1,
+  /// The continuation always runs asynchronously on the pool, even if the task already completed.
+  force_yielding = 2,
+};
+constexpr await_options operator|(await_options a, await_options b) noexcept {
+  return static_cast<await_options>(static_cast<std::uint8_t>(a) | static_cast<std::uint8_t>(b));
+}
+constexpr bool has_option(await_options set, await_options o) noexcept {
+  return (static_cast<std::uint8_t>(set) & static_cast<std::uint8_t>(o)) != 0;
+}
+
+/// When a continue_with continuation runs (.NET TaskContinuationOptions). Combine with |.
+enum class task_continuation_options : std::uint32_t {
+  none = 0,
+  not_on_ran_to_completion = 1u << 16,
+  not_on_faulted = 1u << 17,
+  not_on_canceled = 1u << 18,
+  only_on_ran_to_completion = (1u << 17) | (1u << 18),
+  only_on_faulted = (1u << 16) | (1u << 18),
+  only_on_canceled = (1u << 16) | (1u << 17),
+  /// Run on the thread that completes the antecedent (or the caller, if already complete)
+  /// instead of queuing to the pool. Keep such continuations short.
+  execute_synchronously = 1u << 19,
+};
+constexpr task_continuation_options operator|(task_continuation_options a,
+                                              task_continuation_options b) noexcept {
+  return static_cast<task_continuation_options>(static_cast<std::uint32_t>(a) |
+                                                static_cast<std::uint32_t>(b));
+}
+constexpr bool has_option(task_continuation_options set, task_continuation_options o) noexcept {
+  return (static_cast<std::uint32_t>(set) & static_cast<std::uint32_t>(o)) ==
+         static_cast<std::uint32_t>(o);
+}
+
+/// Options when creating a task or task_completion_source (.NET TaskCreationOptions).
+enum class task_creation_options : std::uint32_t {
+  none = 0,
+  /// Continuations of the task are always queued to the pool instead of running inline on the
+  /// thread that completes it (.NET RunContinuationsAsynchronously).
+  run_continuations_asynchronously = 64,
+};
+constexpr task_creation_options operator|(task_creation_options a, task_creation_options b) noexcept {
+  return static_cast<task_creation_options>(static_cast<std::uint32_t>(a) |
+                                            static_cast<std::uint32_t>(b));
+}
+constexpr bool has_option(task_creation_options set, task_creation_options o) noexcept {
+  return (static_cast<std::uint32_t>(set) & static_cast<std::uint32_t>(o)) ==
+         static_cast<std::uint32_t>(o);
+}
+
+namespace detail {
+
+template <class T>
+class task_promise;
+
+struct adopt_state_t {
+  explicit adopt_state_t() = default;
+};
+inline constexpr adopt_state_t adopt_state{};
+
+struct task_access {
+  template <class Task>
+  static auto* state(const Task& t) noexcept {
+    return t.s_;
+  }
+};
+
+[[noreturn]] void throw_empty_task(const char* operation);
+
+template <class T>
+struct is_task : std::false_type {};
+template <class T>
+struct is_task<task<T>> : std::true_type {};
+
+/// Awaits a task_state. Owning: holds a reference (awaiting an rvalue task) and may move the
+/// result out when it is the sole owner. Suppress: never throws, yields void.
+template <class T, bool Owning, bool Suppress>
+class task_awaiter : private waiter {
+ public:
+  task_awaiter(task_state<T>* s, bool force_yield, bool suppress = Suppress) noexcept
+      : state_(s), force_yield_(force_yield), suppress_(suppress) {}
+  task_awaiter(task_awaiter&& o) noexcept
+      : waiter(),
+        state_(std::exchange(o.state_, nullptr)),
+        force_yield_(o.force_yield_),
+        suppress_(o.suppress_) {}
+  task_awaiter(const task_awaiter&) = delete;
+  task_awaiter& operator=(const task_awaiter&) = delete;
+  task_awaiter& operator=(task_awaiter&&) = delete;
+  ~task_awaiter() {
+    if constexpr (Owning) {
+      if (state_ != nullptr) state_->release();
+    }
+  }
+
+  bool await_ready() const {
+    if (TPL_UNLIKELY(state_ == nullptr)) throw_empty_task("co_await");
+    return !force_yield_ && state_->is_completed();
+  }
+
+  bool await_suspend(std::coroutine_handle<> h) noexcept {
+    continuation_ = h;
+    on_complete = &fire;
+    if (state_->add_waiter(this)) return true;  // from here on, *this may already be resumed
+    if (force_yield_) {
+      dispatch(h);
+      return true;
+    }
+    return false;
+  }
+
+  decltype(auto) await_resume() {
+    if constexpr (Suppress) {
+      return;
+    } else if constexpr (std::is_void_v<T>) {
+      if (!suppress_) state_->value_ref();
+    } else if constexpr (Owning) {
+      return take_or_copy<T>(state_->value_ref(), state_->sole_owner());
+    } else {
+      return static_cast<const T&>(state_->value_ref());
+    }
+  }
+
+ private:
+  static void fire(waiter* w, bool may_run_inline) noexcept {
+    auto* self = static_cast<task_awaiter*>(w);
+    if (may_run_inline && !self->force_yield_)
+      resume_inline(self->continuation_);
+    else
+      dispatch(self->continuation_);
+  }
+
+  task_state<T>* state_;
+  std::coroutine_handle<> continuation_;
+  bool force_yield_;
+  bool suppress_;  // run-time suppress_throwing (task<void> only)
+};
+
+template <class T, class F>
+using continuation_result_t = std::conditional_t<std::is_invocable_v<F&, task<T>&>,
+                                                 std::invoke_result<F&, task<T>&>,
+                                                 std::invoke_result<F&>>::type;
+
+bool continuation_allowed(task_continuation_options opts, task_status antecedent) noexcept;
+
+template <class T, class F, class R>
+task<R> run_continuation(task<T> antecedent, F fn, task_continuation_options opts);
+
+}  // namespace detail
+
+template <class T>
+class [[nodiscard]] task {
+ public:
+  using value_type = T;
+  using promise_type = detail::task_promise<T>;
+
+  /// An empty handle: valid() is false; awaiting or waiting on it throws invalid_operation.
+  task() noexcept = default;
+  task(detail::adopt_state_t, detail::task_state<T>* s) noexcept : s_(s) {}
+  task(const task& o) noexcept : s_(o.s_) {
+    if (s_ != nullptr) s_->add_ref();
+  }
+  task(task&& o) noexcept : s_(std::exchange(o.s_, nullptr)) {}
+  task& operator=(task o) noexcept {
+    std::swap(s_, o.s_);
+    return *this;
+  }
+  ~task() {
+    if (s_ != nullptr) s_->release();
+  }
+
+  /// False for a default-constructed or moved-from handle.
+  bool valid() const noexcept { return s_ != nullptr; }
+
+  task_status status() const { return checked("status()")->status(); }
+  bool is_completed() const { return checked("is_completed()")->is_completed(); }
+  bool is_completed_successfully() const { return status() == task_status::ran_to_completion; }
+  bool is_faulted() const { return status() == task_status::faulted; }
+  bool is_canceled() const { return status() == task_status::canceled; }
+
+  /// Blocks until completion. Throws aggregate_exception if the task faulted or was canceled.
+  void wait() const {
+    auto* s = checked("wait()");
+    if (!s->is_completed()) detail::block_until_completed(*s);
+    if (s->status() != task_status::ran_to_completion) s->throw_for_wait();
+  }
+
+  /// Blocks up to timeout. Returns false on timeout; throws like wait() if it completed badly.
+  template <class Rep, class Period>
+  bool wait_for(std::chrono::duration<Rep, Period> timeout) const {
+    auto* s = checked("wait_for()");
+    if (!s->is_completed() &&
+        !detail::block_until_completed(*s, std::chrono::steady_clock::now() + timeout))
+      return false;
+    if (s->status() != task_status::ran_to_completion) s->throw_for_wait();
+    return true;
+  }
+
+  /// Blocks until completion and returns the result (.NET Task.Result); throws aggregate_exception.
+  decltype(auto) get() const& {
+    wait();
+    if constexpr (!std::is_void_v<T>) return static_cast<const T&>(s_->value_ref_for_wait());
+  }
+  /// On an rvalue: moves the result out when this is the only handle, else copies it.
+  decltype(auto) get() && {
+    wait();
+    if constexpr (!std::is_void_v<T>) return detail::take_or_copy<T>(s_->value_ref_for_wait(), s_->sole_owner());
+  }
+
+  /// .NET Task.Exception: null unless faulted; else an aggregate_exception with every fault.
+  std::exception_ptr exception() const {
+    auto* s = checked("exception()");
+    if (s->status() != task_status::faulted) return nullptr;
+    return std::make_exception_ptr(aggregate_exception(s->exceptions()));
+  }
+
+  auto operator co_await() const& noexcept {
+    return detail::task_awaiter<T, false, false>(s_, false);
+  }
+  auto operator co_await() && noexcept {
+    return detail::task_awaiter<T, true, false>(std::exchange(s_, nullptr), false);
+  }
+
+  /// co_await t.configure(await_options::suppress_throwing | await_options::force_yielding).
+  template <await_options Opts>
+  auto configure() const& noexcept {
+    return detail::task_awaiter<T, false, has_option(Opts, await_options::suppress_throwing)>(
+        s_, has_option(Opts, await_options::force_yielding));
+  }
+  /// Run-time form of configure<Opts>(). suppress_throwing needs task<void> here (as in .NET,
+  /// where the await would have no value to return): use configure<Opts>() for task<T>.
+  auto configure(await_options opts) const& {
+    if constexpr (!std::is_void_v<T>) {
+      if (has_option(opts, await_options::suppress_throwing))
+        throw std::invalid_argument(
+            "await_options::suppress_throwing on task<T>: use configure<Opts>(), whose await yields "
+            "no value, or await a task<void>");
+    }
+    return detail::task_awaiter<T, false, false>(s_, has_option(opts, await_options::force_yielding),
+                                                 has_option(opts, await_options::suppress_throwing));
+  }
+
+  /// Waits for completion without throwing (same as configure(suppress_throwing)).
+  auto when_ready() const& noexcept { return detail::task_awaiter<T, false, true>(s_, false); }
+
+  /// Runs fn(task<T>&) (or fn()) after this task completes, as a new task (.NET ContinueWith).
+  /// If opts exclude the outcome, the continuation task ends canceled without calling fn.
+  template <class F>
+  auto continue_with(F fn, task_continuation_options opts = task_continuation_options::none) const
+      -> task<detail::continuation_result_t<T, F>> {
+    checked("continue_with()");
+    return detail::run_continuation<T, F, detail::continuation_result_t<T, F>>(*this, std::move(fn),
+                                                                               opts);
+  }
+
+  /// Identity: two handles to the same task.
+  friend bool operator==(const task& a, const task& b) noexcept { return a.s_ == b.s_; }
+
+ private:
+  friend struct detail::task_access;
+
+  detail::task_state<T>* checked(const char* op) const {
+    if (TPL_UNLIKELY(s_ == nullptr)) detail::throw_empty_task(op);
+    return s_;
+  }
+
+  detail::task_state<T>* s_ = nullptr;
+};
+
+namespace detail {
+
+template <class T>
+class task_promise final : public value_promise<T, task_promise<T>> {
+ public:
+  task<T> get_return_object() noexcept { return task<T>(adopt_state, this); }
+};
+
+template <class T, class F, class R>
+task<R> run_continuation(task<T> antecedent, F fn, task_continuation_options opts) {
+  if (has_option(opts, task_continuation_options::execute_synchronously))
+    co_await antecedent.template configure<await_options::suppress_throwing>();
+  else
+    co_await antecedent
+        .template configure<await_options::suppress_throwing | await_options::force_yielding>();
+  if (!continuation_allowed(opts, antecedent.status())) co_await cancel_current_task{};
+  if constexpr (std::is_invocable_v<F&, task<T>&>) {
+    co_return std::invoke(fn, antecedent);
+  } else {
+    co_return std::invoke(fn);
+  }
+}
+
+/// A completed state that is not a coroutine frame.
+template <class T>
+struct ready_state final : task_state<T>, pooled_allocation {
+  ready_state() noexcept : task_state<T>(1, &delete_as<ready_state>) {}
+};
+
+task<void> cached_completed_task() noexcept;
+task<bool> cached_bool_task(bool v) noexcept;
+/// Cached tasks for -1..8 (what .NET caches).
+task<int> cached_int_task(int v) noexcept;
+inline constexpr int kMinCachedInt = -1;
+inline constexpr int kMaxCachedInt = 8;
+
+}  // namespace detail
+
+/// A completed task (.NET Task.CompletedTask). Cached: costs no allocation.
+inline task<> completed_task() noexcept { return detail::cached_completed_task(); }
+
+/// A task completed with v (.NET Task.FromResult). bool and ints in [-1, 8] come from a cache;
+/// other values take a pooled state (no allocation after warm-up).
+template <class T>
+task<std::decay_t<T>> task_from_result(T&& v) {
+  using U = std::decay_t<T>;
+  if constexpr (std::is_same_v<U, bool>) {
+    return detail::cached_bool_task(v);
+  } else if constexpr (std::is_same_v<U, int>) {
+    if (v >= detail::kMinCachedInt && v <= detail::kMaxCachedInt) return detail::cached_int_task(v);
+  }
+  auto* s = new detail::ready_state<U>();
+  s->set_value(static_cast<T&&>(v));
+  s->publish_completion_unshared();
+  return task<U>(detail::adopt_state, s);
+}
+inline task<> task_from_result() noexcept { return completed_task(); }
+
+/// A task faulted with e (.NET Task.FromException). e must not be null.
+template <class T = void>
+task<T> task_from_exception(std::exception_ptr e) {
+  if (!e) throw std::invalid_argument("task_from_exception: null exception_ptr");
+  auto* s = new detail::ready_state<T>();
+  bool canceled = false;
+  try {
+    std::rethrow_exception(e);
+  } catch (const operation_canceled&) {
+    canceled = true;
+  } catch (...) {
+  }
+  s->set_error(std::move(e), canceled);
+  s->publish_completion_unshared();
+  return task<T>(detail::adopt_state, s);
+}
+template <class T = void, class E>
+  requires(!std::is_same_v<std::decay_t<E>, std::exception_ptr>)
+task<T> task_from_exception(E&& e) {
+  return task_from_exception<T>(std::make_exception_ptr(static_cast<E&&>(e)));
+}
+
+/// A canceled task (.NET Task.FromCanceled).
+template <class T = void>
+task<T> task_from_canceled() {
+  auto* s = new detail::ready_state<T>();
+  s->set_canceled();
+  s->publish_completion_unshared();
+  return task<T>(detail::adopt_state, s);
+}
+
+}  // namespace tpl

@@ -1,0 +1,18 @@
+// tpl/tpl.hpp — everything tpl provides, in one include.
+//
+//   #include <tpl/tpl.hpp>
+//
+//   tpl::task<int> answer() { co_await tpl::yield(); co_return 42; }
+//   int main() { return tpl::sync_wait(answer()) == 42 ? 0 : 1; }
+#pragma once
+
+#include "tpl/exceptions.hpp"
+#include "tpl/run.hpp"
+#include "tpl/scheduler.hpp"
+#include "tpl/sync_wait.hpp"
+#include "tpl/task.hpp"
+#include "tpl/task_completion_source.hpp"
+#include "tpl/thread_pool.hpp"
+#include "tpl/value_task.hpp"
+#include "tpl/when_all.hpp"
+#include "tpl/when_any.hpp"

@@ -1,0 +1,215 @@
+// tpl/value_task.hpp — tpl::value_task<T>: the cheaper, single-await task (.NET ValueTask<T>).
+//
+// A value_task either holds a result directly (no allocation at all) or owns a running task.
+// It is move-only and may be awaited once: awaiting it again, or waiting on it after awaiting,
+// throws invalid_operation (in every build, not only Debug). Convert with as_task() to share it.
+//
+//   tpl::value_task<int> cached_or_load(int key) {       // not a coroutine: no frame
+//     if (auto it = cache.find(key); it != cache.end()) return tpl::value_task<int>(it->second);
+//     return tpl::value_task<int>(load(key));             // wraps a task<int>
+//   }
+//   tpl::value_task<int> twice(int x) { co_return 2 * x; } // a coroutine works too
+//
+//   int v = co_await cached_or_load(3);
+#pragma once
+
+#include <new>
+#include <type_traits>
+#include <utility>
+
+#include "tpl/task.hpp"
+
+namespace tpl {
+
+template <class T = void>
+class value_task;
+
+namespace detail {
+template <class T>
+class value_task_promise final : public value_promise<T, value_task_promise<T>> {
+ public:
+  value_task<T> get_return_object() noexcept;
+};
+[[noreturn]] void throw_value_task_consumed(const char* operation);
+}  // namespace detail
+
+template <class T>
+class [[nodiscard]] value_task {
+  using stored_t = std::conditional_t<std::is_void_v<T>, char, T>;
+
+ public:
+  using value_type = T;
+  using promise_type = detail::value_task_promise<T>;
+
+  /// An empty value_task (awaiting it throws invalid_operation).
+  value_task() noexcept = default;
+  /// Completed with a result: stores it inline, allocates nothing.
+  template <class U = T>
+    requires(!std::is_void_v<T> && std::is_constructible_v<T, U &&> &&
+             !std::is_same_v<std::remove_cvref_t<U>, value_task> &&
+             !std::is_same_v<std::remove_cvref_t<U>, task<T>>)
+  explicit value_task(U&& v) : kind_(kind::value) {
+    ::new (static_cast<void*>(&value_)) stored_t(static_cast<U&&>(v));
+  }
+  /// Wraps a task (takes one reference to it).
+  explicit value_task(task<T> t) : kind_(kind::state) {
+    state_ = detail::task_access::state(t);
+    if (state_ == nullptr) detail::throw_empty_task("value_task(task)");
+    state_->add_ref();
+  }
+  value_task(detail::adopt_state_t, detail::task_state<T>* s) noexcept : kind_(kind::state), state_(s) {}
+
+  value_task(value_task&& o) noexcept(std::is_nothrow_move_constructible_v<stored_t>) {
+    move_from(o);
+  }
+  value_task& operator=(value_task&& o) noexcept(std::is_nothrow_move_constructible_v<stored_t>) {
+    if (this != &o) {
+      reset();
+      move_from(o);
+    }
+    return *this;
+  }
+  value_task(const value_task&) = delete;
+  value_task& operator=(const value_task&) = delete;
+  ~value_task() { reset(); }
+
+  /// A completed value_task with no value (void).
+  static value_task completed() requires std::is_void_v<T> {
+    value_task v;
+    v.kind_ = kind::value;
+    return v;
+  }
+
+  bool valid() const noexcept { return kind_ == kind::value || kind_ == kind::state; }
+  bool is_completed() const {
+    check("is_completed()");
+    return kind_ == kind::value || state_->is_completed();
+  }
+
+  /// Blocks for the result and consumes the value_task. Throws the task's first exception.
+  T get() {
+    check("get()");
+    if (kind_ == kind::state && !state_->is_completed()) detail::block_until_completed(*state_);
+    return take();
+  }
+
+  /// Converts to a shareable task (consumes this value_task).
+  task<T> as_task() && {
+    check("as_task()");
+    if (kind_ == kind::state) {
+      task<T> t(detail::adopt_state, std::exchange(state_, nullptr));
+      kind_ = kind::consumed;
+      return t;
+    }
+    kind_ = kind::consumed;
+    if constexpr (std::is_void_v<T>) {
+      return completed_task();
+    } else {
+      task<T> t = task_from_result(std::move(value_));
+      value_.~stored_t();
+      state_ = nullptr;
+      return t;
+    }
+  }
+
+  auto operator co_await() & noexcept { return awaiter{this}; }
+  auto operator co_await() && noexcept { return awaiter{this}; }
+
+ private:
+  enum class kind : unsigned char { empty, value, state, awaiting, consumed };
+
+  struct awaiter : detail::waiter {
+    value_task* vt;
+    std::coroutine_handle<> continuation;
+    explicit awaiter(value_task* v) noexcept : vt(v) {}
+    bool await_ready() {
+      vt->check("co_await");
+      if (vt->kind_ == kind::value) return true;
+      vt->kind_ = kind::awaiting;  // a second await before this one resumes is reported too
+      return vt->state_->is_completed();
+    }
+    bool await_suspend(std::coroutine_handle<> h) noexcept {
+      continuation = h;
+      on_complete = &fire;
+      return vt->state_->add_waiter(this);
+    }
+    T await_resume() { return vt->take(); }
+    static void fire(detail::waiter* w, bool may_run_inline) noexcept {
+      auto* self = static_cast<awaiter*>(w);
+      if (may_run_inline)
+        detail::resume_inline(self->continuation);
+      else
+        detail::dispatch(self->continuation);
+    }
+  };
+
+  void check(const char* op) const {
+    if (kind_ == kind::consumed || kind_ == kind::awaiting) detail::throw_value_task_consumed(op);
+    if (kind_ == kind::empty) detail::throw_empty_task(op);
+  }
+
+  T take() {
+    if (kind_ == kind::value) {
+      kind_ = kind::consumed;
+      if constexpr (std::is_void_v<T>) {
+        return;
+      } else {
+        T v(std::move(value_));
+        value_.~stored_t();
+        state_ = nullptr;
+        return v;
+      }
+    }
+    detail::task_state<T>* s = std::exchange(state_, nullptr);
+    kind_ = kind::consumed;
+    struct releaser {
+      detail::task_state<T>* s;
+      ~releaser() { s->release(); }
+    } guard{s};
+    if constexpr (std::is_void_v<T>) {
+      s->value_ref();
+    } else {
+      return detail::take_or_copy<T>(s->value_ref(), s->sole_owner());
+    }
+  }
+
+  void reset() noexcept {
+    if (kind_ == kind::value) {
+      if constexpr (!std::is_void_v<T>) value_.~stored_t();
+      state_ = nullptr;
+    } else if (state_ != nullptr) {
+      state_->release();
+      state_ = nullptr;
+    }
+    kind_ = kind::empty;
+  }
+
+  void move_from(value_task& o) {
+    kind_ = o.kind_;
+    if (o.kind_ == kind::value) {
+      if constexpr (!std::is_void_v<T>) {
+        ::new (static_cast<void*>(&value_)) stored_t(std::move(o.value_));
+        o.value_.~stored_t();
+      }
+      o.state_ = nullptr;
+    } else {
+      state_ = std::exchange(o.state_, nullptr);
+    }
+    o.kind_ = kind::consumed;
+  }
+
+  kind kind_ = kind::empty;
+  union {
+    stored_t value_;
+    detail::task_state<T>* state_ = nullptr;
+  };
+};
+
+namespace detail {
+template <class T>
+value_task<T> value_task_promise<T>::get_return_object() noexcept {
+  return value_task<T>(adopt_state, this);
+}
+}  // namespace detail
+
+}  // namespace tpl

@@ -1,0 +1,37 @@
+#include "tpl/exceptions.hpp"
+
+namespace tpl {
+
+const char* operation_canceled::what() const noexcept { return "The operation was canceled."; }
+
+namespace {
+std::string describe(const std::exception_ptr& e) {
+  try {
+    std::rethrow_exception(e);
+  } catch (const std::exception& ex) {
+    return ex.what();
+  } catch (...) {
+    return "non-standard exception";
+  }
+}
+
+std::string make_message(const std::vector<std::exception_ptr>& inner) {
+  std::string m = "One or more errors occurred.";
+  for (const auto& e : inner) {
+    m += " (";
+    m += describe(e);
+    m += ")";
+  }
+  return m;
+}
+}  // namespace
+
+aggregate_exception::aggregate_exception(std::vector<std::exception_ptr> inner)
+    : inner_(std::move(inner)) {
+  if (inner_.empty()) throw std::invalid_argument("aggregate_exception needs at least one exception");
+  for (const auto& e : inner_)
+    if (!e) throw std::invalid_argument("aggregate_exception: null exception_ptr");
+  message_ = make_message(inner_);
+}
+
+}  // namespace tpl

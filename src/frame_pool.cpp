@@ -1,0 +1,147 @@
+// The slow paths of the coroutine frame pool: refilling from / spilling to the process-wide
+// transfer lists, and returning a thread's cache when the thread exits.
+#include <mutex>
+
+#include "tpl/detail/frame_pool.hpp"
+
+namespace tpl::detail {
+namespace {
+
+constexpr std::size_t kMaxTransferBatchesPerClass = 64;
+
+struct batch {
+  free_block* head = nullptr;
+  std::uint32_t count = 0;
+};
+
+// One lock per size class; taken once per kFrameTransferBatch frames, never on the fast path.
+struct transfer_list {
+  std::mutex lock;
+  batch batches[kMaxTransferBatchesPerClass];
+  std::size_t size = 0;
+};
+
+transfer_list& transfer(std::size_t c) {
+  // Leaked on purpose: frames can be freed by threads that outlive static destruction.
+  static transfer_list* lists = new transfer_list[kFrameClassCount];
+  return lists[c];
+}
+
+void release_block_to_system(free_block* b, std::size_t c) {
+  TPL_UNPOISON(b, (c + 1) * kFrameGranuleBytes);
+  ::operator delete(static_cast<void*>(b));
+}
+
+void release_chain_to_system(free_block* head, std::size_t c) {
+  while (head != nullptr) {
+    TPL_UNPOISON(head, sizeof(free_block));
+    free_block* next = head->next;
+    release_block_to_system(head, c);
+    head = next;
+  }
+}
+
+// Hands the whole cache of this thread back when it exits, so a pool of short-lived threads does
+// not leak frames.
+struct exit_hook {
+  ~exit_hook() {
+    frame_cache& cache = t_frame_cache;
+    cache.hook_state = 2;  // frees from here on (other thread_local dtors) go direct
+    for (std::size_t c = 0; c < kFrameClassCount; ++c) {
+      free_block* head = cache.head[c];
+      const std::uint32_t n = cache.count[c];
+      cache.head[c] = nullptr;
+      cache.count[c] = 0;
+      if (head == nullptr) continue;
+      transfer_list& t = transfer(c);
+      {
+        std::lock_guard g(t.lock);
+        if (t.size < kMaxTransferBatchesPerClass) {
+          t.batches[t.size++] = batch{head, n};
+          head = nullptr;
+        }
+      }
+      release_chain_to_system(head, c);
+    }
+  }
+};
+
+void install_exit_hook() {
+  static thread_local exit_hook hook;
+  (void)&hook;  // odr-use: constructs it on this thread, so its destructor runs at thread exit
+  t_frame_cache.hook_state = 1;
+}
+
+}  // namespace
+
+void* frame_alloc_slow(std::size_t c) {
+  frame_cache& cache = t_frame_cache;
+  if (cache.hook_state == 0) install_exit_hook();
+  transfer_list& t = transfer(c);
+  batch got;
+  {
+    std::lock_guard g(t.lock);
+    if (t.size > 0) got = t.batches[--t.size];
+  }
+  if (got.head != nullptr) {
+    free_block* b = got.head;
+    TPL_UNPOISON(b, (c + 1) * kFrameGranuleBytes);
+    cache.head[c] = b->next;
+    cache.count[c] = got.count - 1;
+    return b;
+  }
+  return ::operator new((c + 1) * kFrameGranuleBytes);
+}
+
+void frame_free_slow(void* p, std::size_t c) {
+  frame_cache& cache = t_frame_cache;
+  auto* b = static_cast<free_block*>(p);
+  if (cache.hook_state == 2) {  // thread exit: the cache is gone
+    ::operator delete(p);
+    return;
+  }
+  if (cache.hook_state == 0) install_exit_hook();
+  if (cache.count[c] < kMaxCachedFramesPerClass) {
+    b->next = cache.head[c];
+    cache.head[c] = b;
+    ++cache.count[c];
+    TPL_POISON(b, (c + 1) * kFrameGranuleBytes);
+    return;
+  }
+  // The cache for this class is full: move a batch of it to the transfer list (or the system).
+  free_block* head = cache.head[c];
+  free_block* tail = head;
+  for (std::uint32_t i = 1; i < kFrameTransferBatch; ++i) {
+    TPL_UNPOISON(tail, sizeof(free_block));
+    free_block* next = tail->next;
+    TPL_POISON(tail, sizeof(free_block));
+    tail = next;
+  }
+  TPL_UNPOISON(tail, sizeof(free_block));
+  cache.head[c] = tail->next;
+  tail->next = nullptr;
+  TPL_POISON(tail, sizeof(free_block));
+  cache.count[c] -= kFrameTransferBatch;
+  bool kept = false;
+  {
+    transfer_list& t = transfer(c);
+    std::lock_guard g(t.lock);
+    if (t.size < kMaxTransferBatchesPerClass) {
+      t.batches[t.size++] = batch{head, kFrameTransferBatch};
+      kept = true;
+    }
+  }
+  if (!kept) release_chain_to_system(head, c);
+  b->next = cache.head[c];
+  cache.head[c] = b;
+  ++cache.count[c];
+  TPL_POISON(b, (c + 1) * kFrameGranuleBytes);
+}
+
+std::size_t frame_pool_cached_on_this_thread() noexcept {
+  std::size_t n = 0;
+  for (std::size_t c = 0; c < kFrameClassCount; ++c) n += t_frame_cache.count[c];
+  return n;
+}
+
+}  // namespace tpl::detail

@@ -1,0 +1,174 @@
+// Out-of-line parts of the task core: fault reporting, blocking waits, cached tasks.
+#include <atomic>
+#include <chrono>
+#include <string>
+
+#include "tpl/detail/futex.hpp"
+#include "tpl/task.hpp"
+#include "tpl/task_completion_source.hpp"
+#include "tpl/value_task.hpp"
+#include "tpl/when_all.hpp"
+
+namespace tpl::detail {
+
+// ---- faults ---------------------------------------------------------------------------------
+
+namespace {
+const std::vector<std::exception_ptr>* aggregate_inners(const std::exception_ptr& e,
+                                                        std::vector<std::exception_ptr>& storage) {
+  try {
+    std::rethrow_exception(e);
+  } catch (const aggregate_exception& a) {
+    storage = a.inner_exceptions();
+  } catch (...) {
+    storage = {e};
+  }
+  return &storage;
+}
+}  // namespace
+
+void task_state_base::throw_for_await() const {
+  if (status_ == task_status::canceled) {
+    if (error_) std::rethrow_exception(error_);
+    throw operation_canceled();
+  }
+  if (error_is_aggregate_) {
+    std::vector<std::exception_ptr> inner;
+    aggregate_inners(error_, inner);
+    std::rethrow_exception(inner.front());
+  }
+  if (error_) std::rethrow_exception(error_);
+  throw invalid_operation("tpl: result requested from a task that has not completed");
+}
+
+std::vector<std::exception_ptr> task_state_base::exceptions() const {
+  std::vector<std::exception_ptr> out;
+  if (status_ == task_status::canceled) {
+    out.push_back(error_ ? error_ : std::make_exception_ptr(operation_canceled()));
+  } else if (status_ == task_status::faulted) {
+    if (error_is_aggregate_)
+      aggregate_inners(error_, out);
+    else
+      out.push_back(error_);
+  }
+  return out;
+}
+
+void task_state_base::throw_for_wait() const {
+  auto all = exceptions();
+  if (all.empty()) throw invalid_operation("tpl: result requested from a task that has not completed");
+  throw aggregate_exception(std::move(all));
+}
+
+void throw_empty_task(const char* operation) {
+  throw invalid_operation(std::string("tpl: ") + operation +
+                          " on an empty task (default-constructed or moved-from)");
+}
+
+void throw_tcs_already_completed() {
+  throw invalid_operation("tpl: task_completion_source: the task was already completed");
+}
+void throw_tcs_empty() {
+  throw invalid_operation("tpl: task_completion_source used after being moved from");
+}
+std::exception_ptr make_broken_promise_error() {
+  return std::make_exception_ptr(invalid_operation(
+      "tpl: broken promise: every task_completion_source of this task was destroyed before it "
+      "completed the task"));
+}
+void throw_value_task_consumed(const char* operation) {
+  throw invalid_operation(std::string("tpl: ") + operation +
+                          " on a value_task that was already awaited, consumed or moved from "
+                          "(a value_task may be awaited once; use as_task() to share it)");
+}
+
+void validate_tasks(std::size_t count, const void* const* states) {
+  for (std::size_t i = 0; i < count; ++i)
+    if (states[i] == nullptr) throw_empty_task("when_all");
+}
+
+bool continuation_allowed(task_continuation_options opts, task_status antecedent) noexcept {
+  switch (antecedent) {
+    case task_status::ran_to_completion:
+      return !has_option(opts, task_continuation_options::not_on_ran_to_completion);
+    case task_status::faulted:
+      return !has_option(opts, task_continuation_options::not_on_faulted);
+    case task_status::canceled:
+      return !has_option(opts, task_continuation_options::not_on_canceled);
+    default:
+      return false;
+  }
+}
+
+// ---- blocking waits -------------------------------------------------------------------------
+
+namespace {
+struct blocking_waiter : waiter {
+  std::atomic<std::uint32_t> done{0};
+  static void fire(waiter* w, bool) noexcept {
+    auto* self = static_cast<blocking_waiter*>(w);
+    // release: the woken thread reads the task's result (already published by the completion
+    // CAS) and then frees this node; futex_wake never touches the node's memory.
+    self->done.store(1, std::memory_order_release);
+    futex_wake_one(&self->done);
+  }
+};
+}  // namespace
+
+void block_until_completed(task_state_base& s) {
+  blocking_waiter w;
+  w.on_complete = &blocking_waiter::fire;
+  if (!s.add_waiter(&w)) return;
+  // acquire: pairs with fire()'s release.
+  while (w.done.load(std::memory_order_acquire) == 0) futex_wait(&w.done, 0);
+}
+
+bool block_until_completed(task_state_base& s, std::chrono::steady_clock::time_point deadline) {
+  blocking_waiter w;
+  w.on_complete = &blocking_waiter::fire;
+  if (!s.add_waiter(&w)) return true;
+  while (w.done.load(std::memory_order_acquire) == 0) {
+    if (!futex_wait_until(&w.done, 0, deadline)) {
+      if (s.remove_waiter(&w)) return false;
+      // Completion took the node: it fires (or has fired); wait for that before w goes away.
+      while (w.done.load(std::memory_order_acquire) == 0) futex_wait(&w.done, 0);
+      return true;
+    }
+  }
+  return true;
+}
+
+// ---- cached tasks ---------------------------------------------------------------------------
+
+namespace {
+template <class T>
+ready_state<T>* make_immortal_ready(auto&&... v) {
+  auto* s = new ready_state<T>();
+  s->set_value(static_cast<decltype(v)&&>(v)...);
+  s->publish_completion_unshared();
+  s->make_immortal();
+  return s;
+}
+}  // namespace
+
+task<void> cached_completed_task() noexcept {
+  static ready_state<void>* s = make_immortal_ready<void>();
+  return task<void>(adopt_state, s);
+}
+
+task<bool> cached_bool_task(bool v) noexcept {
+  static ready_state<bool>* t = make_immortal_ready<bool>(true);
+  static ready_state<bool>* f = make_immortal_ready<bool>(false);
+  return task<bool>(adopt_state, v ? t : f);
+}
+
+task<int> cached_int_task(int v) noexcept {
+  static ready_state<int>** cache = [] {
+    auto** c = new ready_state<int>*[kMaxCachedInt - kMinCachedInt + 1];
+    for (int i = kMinCachedInt; i <= kMaxCachedInt; ++i) c[i - kMinCachedInt] = make_immortal_ready<int>(i);
+    return c;
+  }();
+  return task<int>(adopt_state, cache[v - kMinCachedInt]);
+}
+
+}  // namespace tpl::detail

@@ -1,0 +1,115 @@
+// A Chase-Lev work-stealing deque of pointers (the C11 formulation of Lê, Pop, Cohen and
+// Zappa Nardelli, "Correct and Efficient Work-Stealing for Weak Memory Models", PPoPP 2013).
+// The owner pushes and pops at the bottom (LIFO); thieves take from the top (FIFO). The buffer
+// grows; retired buffers are kept until the deque dies, because a thief may still be reading one.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+namespace tpl::detail {
+
+class work_stealing_deque {
+ public:
+  explicit work_stealing_deque(std::int64_t initial_capacity = 1024)
+      : buffer_(new ring(initial_capacity)) {
+    retired_.emplace_back(buffer_.load(std::memory_order_relaxed));
+  }
+  work_stealing_deque(const work_stealing_deque&) = delete;
+  work_stealing_deque& operator=(const work_stealing_deque&) = delete;
+
+  /// Owner only.
+  void push(void* item) {
+    const std::int64_t b = bottom_.load(std::memory_order_relaxed);
+    // acquire: pairs with thieves' CAS on top_, so we never overwrite a slot still being read.
+    const std::int64_t t = top_.load(std::memory_order_acquire);
+    ring* r = buffer_.load(std::memory_order_relaxed);
+    if (b - t > r->capacity - 1) r = grow(r, t, b);
+    r->put(b, item);
+    // release: a thief that acquires the new bottom sees the slot and the item's contents.
+    bottom_.store(b + 1, std::memory_order_release);
+  }
+
+  /// Owner only. nullptr when empty.
+  void* pop() {
+    const std::int64_t b = bottom_.load(std::memory_order_relaxed) - 1;
+    ring* r = buffer_.load(std::memory_order_relaxed);
+    bottom_.store(b, std::memory_order_relaxed);
+    // seq_cst: the store to bottom_ must be ordered before the load of top_ against thieves
+    // doing the mirror image (load top_, then bottom_): the classic Chase-Lev race on the last item.
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    std::int64_t t = top_.load(std::memory_order_relaxed);
+    void* item = nullptr;
+    if (t <= b) {
+      item = r->get(b);
+      if (t == b) {
+        // Last item: race thieves for it. seq_cst as in the paper.
+        if (!top_.compare_exchange_strong(t, t + 1, std::memory_order_seq_cst,
+                                          std::memory_order_relaxed))
+          item = nullptr;
+        bottom_.store(b + 1, std::memory_order_relaxed);
+      }
+    } else {
+      bottom_.store(b + 1, std::memory_order_relaxed);
+    }
+    return item;
+  }
+
+  /// Any thread. nullptr when empty or when it lost a race (the caller may look elsewhere).
+  void* steal() {
+    // acquire on both: see the owner's pushes (slot contents) published by the release store.
+    std::int64_t t = top_.load(std::memory_order_acquire);
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    const std::int64_t b = bottom_.load(std::memory_order_acquire);
+    if (t >= b) return nullptr;
+    // acquire: a grown buffer is published with release by the owner.
+    ring* r = buffer_.load(std::memory_order_acquire);
+    void* item = r->get(t);
+    if (!top_.compare_exchange_strong(t, t + 1, std::memory_order_seq_cst,
+                                      std::memory_order_relaxed))
+      return nullptr;
+    return item;
+  }
+
+  /// Approximate (racy by nature): for statistics and "is there work" checks.
+  std::int64_t size_approx() const noexcept {
+    // relaxed: a hint only.
+    const std::int64_t b = bottom_.load(std::memory_order_relaxed);
+    const std::int64_t t = top_.load(std::memory_order_relaxed);
+    return b > t ? b - t : 0;
+  }
+
+  /// seq_cst loads, for the parking protocol's final "is there work" check.
+  bool empty_seq_cst() const noexcept {
+    return bottom_.load(std::memory_order_seq_cst) <= top_.load(std::memory_order_seq_cst);
+  }
+
+ private:
+  struct ring {
+    explicit ring(std::int64_t cap) : capacity(cap), mask(cap - 1), slots(new std::atomic<void*>[cap]) {}
+    std::int64_t capacity;
+    std::int64_t mask;
+    std::unique_ptr<std::atomic<void*>[]> slots;
+    // relaxed: slot accesses are ordered by the top_/bottom_ protocol around them.
+    void put(std::int64_t i, void* v) noexcept { slots[i & mask].store(v, std::memory_order_relaxed); }
+    void* get(std::int64_t i) const noexcept { return slots[i & mask].load(std::memory_order_relaxed); }
+  };
+
+  ring* grow(ring* old, std::int64_t t, std::int64_t b) {
+    auto* bigger = new ring(old->capacity * 2);
+    for (std::int64_t i = t; i < b; ++i) bigger->put(i, old->get(i));
+    retired_.emplace_back(bigger);
+    // release: thieves that acquire the new buffer see the copied slots.
+    buffer_.store(bigger, std::memory_order_release);
+    return bigger;
+  }
+
+  alignas(64) std::atomic<std::int64_t> top_{0};
+  alignas(64) std::atomic<std::int64_t> bottom_{0};
+  alignas(64) std::atomic<ring*> buffer_;
+  std::vector<std::unique_ptr<ring>> retired_;  // owner only; includes the live buffer
+};
+
+}  // namespace tpl::detail
