@@ -28,7 +28,7 @@ transfer_list& transfer(std::size_t c) {
 }
 
 void release_block_to_system(free_block* b, std::size_t c) {
-  TPL_UNPOISON(b, (c + 1) * kFrameGranuleBytes);
+  TPL_UNPOISON(b, frame_class_bytes(c));
   ::operator delete(static_cast<void*>(b));
 }
 
@@ -85,12 +85,12 @@ void* frame_alloc_slow(std::size_t c) {
   }
   if (got.head != nullptr) {
     free_block* b = got.head;
-    TPL_UNPOISON(b, (c + 1) * kFrameGranuleBytes);
+    TPL_UNPOISON(b, frame_class_bytes(c));
     cache.head[c] = b->next;
     cache.count[c] = got.count - 1;
     return b;
   }
-  return ::operator new((c + 1) * kFrameGranuleBytes);
+  return ::operator new(frame_class_bytes(c));
 }
 
 void frame_free_slow(void* p, std::size_t c) {
@@ -105,7 +105,7 @@ void frame_free_slow(void* p, std::size_t c) {
     b->next = cache.head[c];
     cache.head[c] = b;
     ++cache.count[c];
-    TPL_POISON(b, (c + 1) * kFrameGranuleBytes);
+    TPL_POISON(b, frame_class_bytes(c));
     return;
   }
   // The cache for this class is full: move a batch of it to the transfer list (or the system).
@@ -135,7 +135,7 @@ void frame_free_slow(void* p, std::size_t c) {
   b->next = cache.head[c];
   cache.head[c] = b;
   ++cache.count[c];
-  TPL_POISON(b, (c + 1) * kFrameGranuleBytes);
+  TPL_POISON(b, frame_class_bytes(c));
 }
 
 std::size_t frame_pool_cached_on_this_thread() noexcept {

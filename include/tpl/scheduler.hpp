@@ -47,9 +47,7 @@ class inline_scheduler final : public scheduler {
 };
 
 namespace detail {
-/// Queues h on the pool of the calling thread if it is a pool thread, else on the default pool.
-void dispatch(std::coroutine_handle<> h);
-/// As dispatch, but behind the waiting work (global queue).
+/// As dispatch (tpl/detail/trampoline.hpp), but behind the waiting work (global queue).
 void dispatch_after_others(std::coroutine_handle<> h);
 }  // namespace detail
 

@@ -130,17 +130,13 @@ template <class T>
 struct is_task<task<T>> : std::true_type {};
 
 /// Awaits a task_state. Owning: holds a reference (awaiting an rvalue task) and may move the
-/// result out when it is the sole owner. Suppress: never throws, yields void.
-template <class T, bool Owning, bool Suppress>
+/// result out when it is the sole owner. Suppress: never throws, yields void. ForceYield: always
+/// continues on the pool. Kept to 32 bytes: it lives in every awaiting coroutine's frame.
+template <class T, bool Owning, bool Suppress, bool ForceYield = false>
 class task_awaiter : private waiter {
  public:
-  task_awaiter(task_state<T>* s, bool force_yield, bool suppress = Suppress) noexcept
-      : state_(s), force_yield_(force_yield), suppress_(suppress) {}
-  task_awaiter(task_awaiter&& o) noexcept
-      : waiter(),
-        state_(std::exchange(o.state_, nullptr)),
-        force_yield_(o.force_yield_),
-        suppress_(o.suppress_) {}
+  explicit task_awaiter(task_state<T>* s) noexcept : state_(s) {}
+  task_awaiter(task_awaiter&& o) noexcept : waiter(), state_(std::exchange(o.state_, nullptr)) {}
   task_awaiter(const task_awaiter&) = delete;
   task_awaiter& operator=(const task_awaiter&) = delete;
   task_awaiter& operator=(task_awaiter&&) = delete;
@@ -152,14 +148,14 @@ class task_awaiter : private waiter {
 
   bool await_ready() const {
     if (TPL_UNLIKELY(state_ == nullptr)) throw_empty_task("co_await");
-    return !force_yield_ && state_->is_completed();
+    return !ForceYield && state_->is_completed();
   }
 
   bool await_suspend(std::coroutine_handle<> h) noexcept {
     continuation_ = h;
     on_complete = &fire;
     if (state_->add_waiter(this)) return true;  // from here on, *this may already be resumed
-    if (force_yield_) {
+    if constexpr (ForceYield) {
       dispatch(h);
       return true;
     }
@@ -170,7 +166,7 @@ class task_awaiter : private waiter {
     if constexpr (Suppress) {
       return;
     } else if constexpr (std::is_void_v<T>) {
-      if (!suppress_) state_->value_ref();
+      state_->value_ref();
     } else if constexpr (Owning) {
       return take_or_copy<T>(state_->value_ref(), state_->sole_owner());
     } else {
@@ -181,6 +177,48 @@ class task_awaiter : private waiter {
  private:
   static void fire(waiter* w, bool may_run_inline) noexcept {
     auto* self = static_cast<task_awaiter*>(w);
+    if (may_run_inline && !ForceYield)
+      resume_inline(self->continuation_);
+    else
+      dispatch(self->continuation_);
+  }
+
+  task_state<T>* state_;
+  std::coroutine_handle<> continuation_;
+};
+
+/// The run-time configured await (task::configure(await_options)).
+template <class T>
+class configured_awaiter : private waiter {
+ public:
+  configured_awaiter(task_state<T>* s, bool force_yield, bool suppress) noexcept
+      : state_(s), force_yield_(force_yield), suppress_(suppress) {}
+
+  bool await_ready() const {
+    if (TPL_UNLIKELY(state_ == nullptr)) throw_empty_task("co_await");
+    return !force_yield_ && state_->is_completed();
+  }
+  bool await_suspend(std::coroutine_handle<> h) noexcept {
+    continuation_ = h;
+    on_complete = &fire;
+    if (state_->add_waiter(this)) return true;
+    if (force_yield_) {
+      dispatch(h);
+      return true;
+    }
+    return false;
+  }
+  decltype(auto) await_resume() {
+    if constexpr (std::is_void_v<T>) {
+      if (!suppress_) state_->value_ref();
+    } else {
+      return static_cast<const T&>(state_->value_ref());
+    }
+  }
+
+ private:
+  static void fire(waiter* w, bool may_run_inline) noexcept {
+    auto* self = static_cast<configured_awaiter*>(w);
     if (may_run_inline && !self->force_yield_)
       resume_inline(self->continuation_);
     else
@@ -190,7 +228,7 @@ class task_awaiter : private waiter {
   task_state<T>* state_;
   std::coroutine_handle<> continuation_;
   bool force_yield_;
-  bool suppress_;  // run-time suppress_throwing (task<void> only)
+  bool suppress_;
 };
 
 template <class T, class F>
@@ -271,18 +309,16 @@ class [[nodiscard]] task {
     return std::make_exception_ptr(aggregate_exception(s->exceptions()));
   }
 
-  auto operator co_await() const& noexcept {
-    return detail::task_awaiter<T, false, false>(s_, false);
-  }
+  auto operator co_await() const& noexcept { return detail::task_awaiter<T, false, false>(s_); }
   auto operator co_await() && noexcept {
-    return detail::task_awaiter<T, true, false>(std::exchange(s_, nullptr), false);
+    return detail::task_awaiter<T, true, false>(std::exchange(s_, nullptr));
   }
 
   /// co_await t.configure(await_options::suppress_throwing | await_options::force_yielding).
   template <await_options Opts>
   auto configure() const& noexcept {
-    return detail::task_awaiter<T, false, has_option(Opts, await_options::suppress_throwing)>(
-        s_, has_option(Opts, await_options::force_yielding));
+    return detail::task_awaiter<T, false, has_option(Opts, await_options::suppress_throwing),
+                                has_option(Opts, await_options::force_yielding)>(s_);
   }
   /// Run-time form of configure<Opts>(). suppress_throwing needs task<void> here (as in .NET,
   /// where the await would have no value to return): use configure<Opts>() for task<T>.
@@ -293,12 +329,12 @@ class [[nodiscard]] task {
             "await_options::suppress_throwing on task<T>: use configure<Opts>(), whose await yields "
             "no value, or await a task<void>");
     }
-    return detail::task_awaiter<T, false, false>(s_, has_option(opts, await_options::force_yielding),
-                                                 has_option(opts, await_options::suppress_throwing));
+    return detail::configured_awaiter<T>(s_, has_option(opts, await_options::force_yielding),
+                                         has_option(opts, await_options::suppress_throwing));
   }
 
   /// Waits for completion without throwing (same as configure(suppress_throwing)).
-  auto when_ready() const& noexcept { return detail::task_awaiter<T, false, true>(s_, false); }
+  auto when_ready() const& noexcept { return detail::task_awaiter<T, false, true>(s_); }
 
   /// Runs fn(task<T>&) (or fn()) after this task completes, as a new task (.NET ContinueWith).
   /// If opts exclude the outcome, the continuation task ends canceled without calling fn.

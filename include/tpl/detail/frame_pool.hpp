@@ -1,7 +1,7 @@
 // tpl/detail/frame_pool.hpp — per-thread size-class pool for coroutine frames and small task
 // states (internal).
 //
-// Frames up to kMaxPooledFrameBytes are rounded up to 16-byte classes and served from a
+// Frames up to kMaxPooledFrameBytes are rounded up to size classes and served from a
 // thread-local free list without locks or atomics. A thread whose list for a class grows beyond
 // kMaxCachedFramesPerClass hands a batch to a process-wide transfer list (the cross-thread return
 // path: producer/consumer pairs where one thread allocates and another frees keep recycling), and a
@@ -28,9 +28,14 @@
 
 namespace tpl::detail {
 
+// Size classes are 24, 40, 56, ... bytes (16 * c + 24): with the 8-byte header of the system
+// allocator's chunks, each class fills a 16-byte-aligned chunk exactly, so a million frames of
+// one class cost a million times (class + 8) bytes and not a byte more.
 inline constexpr std::size_t kFrameGranuleBytes = 16;
-inline constexpr std::size_t kMaxPooledFrameBytes = 1024;
-inline constexpr std::size_t kFrameClassCount = kMaxPooledFrameBytes / kFrameGranuleBytes;
+inline constexpr std::size_t kSmallestFrameClassBytes = 24;
+inline constexpr std::size_t kMaxPooledFrameBytes = 1016;
+inline constexpr std::size_t kFrameClassCount =
+    (kMaxPooledFrameBytes - kSmallestFrameClassBytes) / kFrameGranuleBytes + 1;
 inline constexpr std::uint32_t kMaxCachedFramesPerClass = 128;
 inline constexpr std::uint32_t kFrameTransferBatch = 64;
 
@@ -52,7 +57,12 @@ void* frame_alloc_slow(std::size_t size_class);
 void frame_free_slow(void* p, std::size_t size_class);
 
 inline std::size_t frame_class_of(std::size_t bytes) noexcept {
-  return (bytes + kFrameGranuleBytes - 1) / kFrameGranuleBytes - 1;
+  return bytes <= kSmallestFrameClassBytes
+             ? 0
+             : (bytes - kSmallestFrameClassBytes + kFrameGranuleBytes - 1) / kFrameGranuleBytes;
+}
+inline constexpr std::size_t frame_class_bytes(std::size_t c) noexcept {
+  return kSmallestFrameClassBytes + c * kFrameGranuleBytes;
 }
 
 inline void* frame_alloc(std::size_t bytes) {
@@ -61,7 +71,7 @@ inline void* frame_alloc(std::size_t bytes) {
   frame_cache& cache = t_frame_cache;
   free_block* b = cache.head[c];
   if (TPL_LIKELY(b != nullptr)) {
-    TPL_UNPOISON(b, (c + 1) * kFrameGranuleBytes);
+    TPL_UNPOISON(b, frame_class_bytes(c));
     cache.head[c] = b->next;
     --cache.count[c];
     return b;
@@ -81,7 +91,7 @@ inline void frame_free(void* p, std::size_t bytes) noexcept {
     b->next = cache.head[c];
     cache.head[c] = b;
     ++cache.count[c];
-    TPL_POISON(b, (c + 1) * kFrameGranuleBytes);
+    TPL_POISON(b, frame_class_bytes(c));
     return;
   }
   frame_free_slow(p, c);

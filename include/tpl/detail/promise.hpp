@@ -36,12 +36,11 @@ decltype(auto) get_awaiter(A&& a) {
 template <class Awaiter>
 struct marking_awaiter {
   Awaiter inner;
-  bool* suspended_once;
 
   bool await_ready() { return inner.await_ready(); }
   template <class P>
   decltype(auto) await_suspend(std::coroutine_handle<P> h) {
-    *suspended_once = true;  // before: once inner.await_suspend runs, h may resume elsewhere
+    h.promise().mark_suspended();  // before: once inner.await_suspend runs, h may resume elsewhere
     return inner.await_suspend(h);
   }
   decltype(auto) await_resume() { return inner.await_resume(); }
@@ -110,9 +109,10 @@ class promise_base : public task_state<T> {
   template <class A>
   auto await_transform(A&& a) {
     using awaiter_t = decltype(get_awaiter(static_cast<A&&>(a)));
-    return marking_awaiter<awaiter_t>{get_awaiter(static_cast<A&&>(a)), &this->suspended_once_};
+    return marking_awaiter<awaiter_t>{get_awaiter(static_cast<A&&>(a))};
   }
 
+  void mark_suspended() noexcept { this->suspended_once_ = true; }
   bool suspended_once() const noexcept { return this->suspended_once_; }
   bool continuations_forced_async() const noexcept { return this->run_continuations_asynchronously_; }
 

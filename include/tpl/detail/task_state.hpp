@@ -50,6 +50,14 @@ struct waiter {
   void (*on_complete)(waiter* self, bool may_run_inline) noexcept = nullptr;
 };
 
+class task_state_base;
+
+struct destroy_stack {
+  task_state_base* pending;
+  bool active;
+};
+inline thread_local destroy_stack t_destroy_stack{};
+
 class task_state_base {
  public:
   using destroy_fn = void (*)(task_state_base*) noexcept;
@@ -201,7 +209,28 @@ class task_state_base {
     // before destruction.
     if (refs_.load(std::memory_order_acquire) == 1 ||
         refs_.fetch_sub(1, std::memory_order_acq_rel) == 1)
-      destroy_(this);
+      destroy_without_recursion();
+  }
+
+  /// Destroys this state now, or, if a destruction is already running on this thread, after it.
+  /// A frame that holds the handle of the previous task of a chain destroys that one in its turn;
+  /// done recursively, a 1,000,000-link chain would overflow the stack when its last handle goes.
+  void destroy_without_recursion() noexcept {
+    destroy_stack& d = t_destroy_stack;
+    if (d.active) {
+      // The state is dead: its head word is free to link it into the pending list.
+      head_.store(reinterpret_cast<std::uintptr_t>(d.pending), std::memory_order_relaxed);
+      d.pending = this;
+      return;
+    }
+    d.active = true;
+    destroy_(this);
+    while (d.pending != nullptr) {
+      task_state_base* next = d.pending;
+      d.pending = reinterpret_cast<task_state_base*>(next->head_.load(std::memory_order_relaxed));
+      next->destroy_(next);
+    }
+    d.active = false;
   }
 
   /// Drops a reference known not to be the last (no read-modify-write needed when unshared).
@@ -277,7 +306,9 @@ class task_state : public task_state_base {
                                          "task<std::reference_wrapper<T>>");
 
  public:
-  using task_state_base::task_state_base;
+  // Leaves the result uninitialised: it is constructed by set_value().
+  task_state(std::uint32_t initial_refs, destroy_fn destroy) noexcept
+      : task_state_base(initial_refs, destroy) {}
 
   template <class... A>
   void set_value(A&&... a) noexcept(std::is_nothrow_constructible_v<T, A...>) {

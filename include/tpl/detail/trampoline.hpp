@@ -3,11 +3,16 @@
 // When a task completes, its first awaiter is resumed on the completing thread. Done naively, a
 // chain of a million tasks completing one another nests a million stack frames; compilers only
 // sometimes turn symmetric transfer into a tail call (g++ 12 does not at -O0 or under ASan), so tpl
-// never relies on it. Instead every inline resumption goes through resume_inline(): below
-// kMaxInlineResumeDepth nested resumptions it resumes directly (a counter increment); beyond that
-// it appends the coroutine to this thread's deferred list, and the outermost resume_inline() on the
-// stack drains that list in a loop once the nested frames have unwound. Stack use stays bounded at
-// every optimisation level. This is the role .NET's TryEnsureSufficientExecutionStack plays.
+// never relies on it. Every inline resumption goes through resume_inline(), which counts nested
+// resumptions on this thread: below kMaxInlineResumeDepth it resumes directly (a counter
+// increment); at the limit it queues the coroutine to the pool instead (the role .NET's
+// TryEnsureSufficientExecutionStack plays), and the chain goes on from a fresh stack there.
+//
+// Why the pool and not a per-thread deferred list drained by the outermost frame: code running at
+// an intermediate depth may block (task::wait(), a user's mutex) on a continuation that would sit
+// in that list, behind its own stack frame: a deadlock. A queued continuation is picked up by any
+// worker. On a pool thread the item goes to the worker's own deque, so the same worker usually
+// continues the chain itself right after unwinding.
 #pragma once
 
 #include <coroutine>
@@ -17,35 +22,33 @@
 
 namespace tpl::detail {
 
-/// Nested inline resumptions allowed before deferring. Each level costs a few hundred bytes of
+/// Nested inline resumptions allowed before queuing. Each level costs a few hundred bytes of
 /// stack at -O2 and a few KiB at -O0 under ASan, so 16 levels stay far below any thread's stack.
 inline constexpr std::uint32_t kMaxInlineResumeDepth = 16;
 
 struct trampoline_state {
   std::uint32_t depth;
-  bool has_deferred;
 };
 
 inline thread_local trampoline_state t_trampoline{};
 
-void defer_resume(std::coroutine_handle<> h);
-void drain_deferred_resumes() noexcept;
+/// Queues h on the calling thread's pool, or the default pool (defined with the pool).
+void dispatch(std::coroutine_handle<> h);
 
-/// Resumes h on this thread now, or after the current stack of inline resumptions unwinds.
+/// Resumes h on this thread now, or queues it if this thread is already kMaxInlineResumeDepth
+/// resumptions deep.
 inline void resume_inline(std::coroutine_handle<> h) noexcept {
   trampoline_state& t = t_trampoline;
   if (TPL_UNLIKELY(t.depth >= kMaxInlineResumeDepth)) {
-    defer_resume(h);
+    dispatch(h);
     return;
   }
   ++t.depth;
   h.resume();
   --t.depth;
-  if (TPL_UNLIKELY(t.has_deferred) && t.depth == 0) drain_deferred_resumes();
 }
 
-/// Runs h as a top-level item (thread pool workers and schedulers use this): same as resume_inline
-/// but counts as the outermost level.
+/// Runs h as a top-level item (thread pool workers and schedulers use this).
 inline void run_item(std::coroutine_handle<> h) noexcept { resume_inline(h); }
 
 }  // namespace tpl::detail
