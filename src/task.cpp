@@ -29,27 +29,27 @@ const std::vector<std::exception_ptr>* aggregate_inners(const std::exception_ptr
 
 void task_state_base::throw_for_await() const {
   if (status_ == task_status::canceled) {
-    if (error_) std::rethrow_exception(error_);
+    if (has_error_) std::rethrow_exception(error());
     throw operation_canceled();
   }
   if (error_is_aggregate_) {
     std::vector<std::exception_ptr> inner;
-    aggregate_inners(error_, inner);
+    aggregate_inners(error(), inner);
     std::rethrow_exception(inner.front());
   }
-  if (error_) std::rethrow_exception(error_);
+  if (has_error_) std::rethrow_exception(error());
   throw invalid_operation("tpl: result requested from a task that has not completed");
 }
 
 std::vector<std::exception_ptr> task_state_base::exceptions() const {
   std::vector<std::exception_ptr> out;
   if (status_ == task_status::canceled) {
-    out.push_back(error_ ? error_ : std::make_exception_ptr(operation_canceled()));
+    out.push_back(has_error_ ? error() : std::make_exception_ptr(operation_canceled()));
   } else if (status_ == task_status::faulted) {
     if (error_is_aggregate_)
-      aggregate_inners(error_, out);
+      aggregate_inners(error(), out);
     else
-      out.push_back(error_);
+      out.push_back(error());
   }
   return out;
 }
@@ -72,9 +72,12 @@ void throw_tcs_empty() {
   throw invalid_operation("tpl: task_completion_source used after being moved from");
 }
 std::exception_ptr make_broken_promise_error() {
-  return std::make_exception_ptr(invalid_operation(
+  // One immutable exception object serves every broken promise: abandoning a source costs no
+  // allocation.
+  static const std::exception_ptr error = std::make_exception_ptr(invalid_operation(
       "tpl: broken promise: every task_completion_source of this task was destroyed before it "
       "completed the task"));
+  return error;
 }
 void throw_value_task_consumed(const char* operation) {
   throw invalid_operation(std::string("tpl: ") + operation +

@@ -244,7 +244,7 @@ class task_state_base {
   // ---- faults ------------------------------------------------------------------------------
 
   void set_error(std::exception_ptr e, bool canceled) noexcept {
-    error_ = std::move(e);
+    set_error_ptr(std::move(e));
     status_ = canceled ? task_status::canceled : task_status::faulted;
   }
   /// Faults with several exceptions at once (when_all): co_await rethrows the first, wait() /
@@ -254,7 +254,7 @@ class task_state_base {
       set_error(std::move(errors.front()), false);
       return;
     }
-    error_ = std::make_exception_ptr(aggregate_exception(std::move(errors)));
+    set_error_ptr(std::make_exception_ptr(aggregate_exception(std::move(errors))));
     error_is_aggregate_ = true;
     status_ = task_status::faulted;
   }
@@ -271,7 +271,25 @@ class task_state_base {
   void make_immortal() noexcept { immortal_ = true; }
 
  protected:
-  ~task_state_base() = default;
+  ~task_state_base() {
+    if (has_error_) error().~exception_ptr();
+  }
+
+  // The exception lives in raw storage, constructed only when the task faults: libstdc++'s
+  // ~exception_ptr is an out-of-line call, which the synchronous fast path must not pay.
+  void set_error_ptr(std::exception_ptr e) noexcept {
+    if (has_error_)
+      error() = std::move(e);
+    else
+      ::new (static_cast<void*>(error_storage_)) std::exception_ptr(std::move(e));
+    has_error_ = true;
+  }
+  const std::exception_ptr& error() const noexcept {
+    return *std::launder(reinterpret_cast<const std::exception_ptr*>(error_storage_));
+  }
+  std::exception_ptr& error() noexcept {
+    return *std::launder(reinterpret_cast<std::exception_ptr*>(error_storage_));
+  }
 
   std::atomic<std::uintptr_t> head_{kEmpty};
   std::atomic<std::uint32_t> refs_;
@@ -280,8 +298,9 @@ class task_state_base {
   bool immortal_ = false;
   bool error_is_aggregate_ = false;
   bool suspended_once_ = false;  // coroutine tasks: did the body ever suspend (see promise)
+  bool has_error_ = false;
   destroy_fn destroy_;
-  std::exception_ptr error_;
+  alignas(std::exception_ptr) unsigned char error_storage_[sizeof(std::exception_ptr)];
 };
 
 /// Moves or copies a result out of a shared state: moving is only allowed when the caller holds

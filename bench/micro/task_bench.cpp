@@ -1,0 +1,198 @@
+// Micro-benchmarks of the task core: the seeds' microbenchmarks (000, 002, 003).
+#include <benchmark/benchmark.h>
+
+#include <tpl/tpl.hpp>
+
+#include "micro_support.hpp"
+
+namespace {
+
+// ---- task_sync: a synchronously completing task<int>, call + await (seed 000/003) ---------------
+
+int __attribute__((noinline)) plain_function(int x) { return x + 1; }
+
+__attribute__((noinline)) tpl::task<int> sync_task(int x) { co_return x + 1; }
+__attribute__((noinline)) tpl::value_task<int> sync_value_task_coroutine(int x) { co_return x + 1; }
+__attribute__((noinline)) tpl::value_task<int> sync_value_task_plain(int x) { return tpl::value_task<int>(x + 1); }
+
+void task_sync_plain_function(benchmark::State& state) {
+  tpl_bench::alloc_probe probe;
+  int acc = 0;
+  for (auto _ : state) {
+    acc = plain_function(acc);
+    benchmark::DoNotOptimize(acc);
+  }
+  probe.finish(state);
+}
+BENCHMARK(task_sync_plain_function)->Name("task_sync/plain function call (floor)");
+
+template <class Body>
+tpl::task<> drive(benchmark::State& state, Body body) {
+  int acc = 0;
+  for (auto _ : state) {
+    acc = co_await body(acc);
+    benchmark::DoNotOptimize(acc);
+  }
+}
+
+void task_sync_task(benchmark::State& state) {
+  // Warm the frame pool outside the measurement.
+  for (int i = 0; i < 64; ++i) (void)sync_task(i).get();
+  tpl_bench::alloc_probe probe;
+  drive(state, [](int a) { return sync_task(a); }).get();
+  probe.finish(state);
+}
+BENCHMARK(task_sync_task)->Name("task_sync/task<int> call + co_await");
+
+void task_sync_value_task(benchmark::State& state) {
+  tpl_bench::alloc_probe probe;
+  drive(state, [](int a) { return sync_value_task_coroutine(a); }).get();
+  probe.finish(state);
+}
+BENCHMARK(task_sync_value_task)->Name("task_sync/value_task<int> coroutine call + co_await");
+
+void task_sync_value_task_plain(benchmark::State& state) {
+  tpl_bench::alloc_probe probe;
+  drive(state, [](int a) { return sync_value_task_plain(a); }).get();
+  probe.finish(state);
+}
+BENCHMARK(task_sync_value_task_plain)->Name("task_sync/value_task<int> from a value + co_await");
+
+// ---- cached tasks (seed 000/003) ---------------------------------------------------------------
+
+void cached_from_result_int(benchmark::State& state) {
+  tpl_bench::alloc_probe probe;
+  int i = 0;
+  for (auto _ : state) {
+    auto t = tpl::task_from_result(i++ & 7);
+    benchmark::DoNotOptimize(t);
+  }
+  probe.finish(state);
+}
+BENCHMARK(cached_from_result_int)->Name("cached_tasks/task_from_result(0..7) (cached)");
+
+void cached_from_result_uncached(benchmark::State& state) {
+  tpl_bench::alloc_probe probe;
+  int i = 1000;
+  for (auto _ : state) {
+    auto t = tpl::task_from_result(i++);
+    benchmark::DoNotOptimize(t);
+  }
+  probe.finish(state);
+}
+BENCHMARK(cached_from_result_uncached)->Name("cached_tasks/task_from_result(1000+) (pooled)");
+
+void cached_completed_task(benchmark::State& state) {
+  tpl_bench::alloc_probe probe;
+  for (auto _ : state) {
+    auto t = tpl::completed_task();
+    benchmark::DoNotOptimize(t);
+  }
+  probe.finish(state);
+}
+BENCHMARK(cached_completed_task)->Name("cached_tasks/completed_task()");
+
+// ---- yield through the pool (seed 000: 866-919 ns, 96-112 B in .NET) ---------------------------
+
+void yield_on_pool(benchmark::State& state) {
+  tpl_bench::alloc_probe probe;
+  tpl::sync_wait(tpl::run([&state]() -> tpl::task<> {
+    for (auto _ : state) co_await tpl::yield();
+  }));
+  probe.finish(state);
+}
+BENCHMARK(yield_on_pool)->Name("yield/co_await tpl::yield() on the default pool")->UseRealTime();
+
+// ---- awaiting a pending task: tcs create + await + set (seed 003) -------------------------------
+
+void pending_await(benchmark::State& state) {
+  tpl_bench::alloc_probe probe;
+  for (auto _ : state) {
+    tpl::task_completion_source<int> tcs;
+    auto waiter = [](tpl::task<int> t) -> tpl::task<int> { co_return co_await t; }(tcs.get_task());
+    tcs.set_result(1);
+    benchmark::DoNotOptimize(waiter.get());
+  }
+  probe.finish(state);
+}
+BENCHMARK(pending_await)->Name("await/await a pending task, then set_result");
+
+// ---- when_all / when_any (seed 000: 161 ns / 264 B; 260 ns / 504 B; seed 002: 8.4 / 150 ns) ------
+
+void when_all_two_pending(benchmark::State& state) {
+  tpl_bench::alloc_probe probe;
+  for (auto _ : state) {
+    tpl::task_completion_source<int> a, b;
+    auto all = tpl::when_all(a.get_task(), b.get_task());
+    a.set_result(1);
+    b.set_result(2);
+    benchmark::DoNotOptimize(std::get<1>(all.get()));
+  }
+  probe.finish(state);
+}
+BENCHMARK(when_all_two_pending)->Name("when_all/when_all(2 pending) + complete both");
+
+void when_any_completed_pending(benchmark::State& state) {
+  tpl::task_completion_source<int> pending;
+  auto done = tpl::task_from_result(5);
+  tpl_bench::alloc_probe probe;
+  for (auto _ : state) {
+    auto any = tpl::when_any(done, pending.get_task());
+    benchmark::DoNotOptimize(any);
+  }
+  probe.finish(state);
+}
+BENCHMARK(when_any_completed_pending)->Name("when_any/when_any(completed, pending)");
+
+void when_any_pending_pending(benchmark::State& state) {
+  tpl_bench::alloc_probe probe;
+  for (auto _ : state) {
+    tpl::task_completion_source<int> a, b;
+    auto any = tpl::when_any(a.get_task(), b.get_task());
+    a.set_result(1);
+    benchmark::DoNotOptimize(any.get());
+  }
+  probe.finish(state);
+}
+BENCHMARK(when_any_pending_pending)->Name("when_any/when_any(pending, pending) + complete one");
+
+void when_any_three_pending(benchmark::State& state) {
+  tpl_bench::alloc_probe probe;
+  for (auto _ : state) {
+    tpl::task_completion_source<int> a, b, c;
+    auto any = tpl::when_any(a.get_task(), b.get_task(), c.get_task());
+    b.set_result(1);
+    benchmark::DoNotOptimize(any.get());
+  }
+  probe.finish(state);
+}
+BENCHMARK(when_any_three_pending)->Name("when_any/when_any(3 pending) + complete one");
+
+// ---- continue_with (seed 002: ContinueWith(OnlyOnFaulted, ExecuteSynchronously) 106 ns, 112 B) ---
+
+void continue_with_only_on_faulted(benchmark::State& state) {
+  tpl_bench::alloc_probe probe;
+  for (auto _ : state) {
+    tpl::task_completion_source<> tcs;
+    auto c = tcs.get_task().continue_with([](tpl::task<>&) {},
+                                          tpl::task_continuation_options::only_on_faulted |
+                                              tpl::task_continuation_options::execute_synchronously);
+    tcs.set_result();
+    benchmark::DoNotOptimize(c.is_canceled());
+  }
+  probe.finish(state);
+}
+BENCHMARK(continue_with_only_on_faulted)->Name("continue_with/OnlyOnFaulted|ExecuteSynchronously then set_result");
+
+// ---- spawning: tpl::run + await from a pool coroutine ---------------------------------------------
+
+void run_and_await(benchmark::State& state) {
+  tpl_bench::alloc_probe probe;
+  tpl::sync_wait(tpl::run([&state]() -> tpl::task<> {
+    for (auto _ : state) benchmark::DoNotOptimize(co_await tpl::run([] { return 1; }));
+  }));
+  probe.finish(state);
+}
+BENCHMARK(run_and_await)->Name("spawn/co_await tpl::run(fn) from the pool")->UseRealTime();
+
+}  // namespace
