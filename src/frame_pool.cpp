@@ -28,13 +28,12 @@ transfer_list& transfer(std::size_t c) {
 }
 
 void release_block_to_system(free_block* b, std::size_t c) {
-  TPL_UNPOISON(b, frame_class_bytes(c));
+  unpoison_cached_block(b, c);
   ::operator delete(static_cast<void*>(b));
 }
 
 void release_chain_to_system(free_block* head, std::size_t c) {
   while (head != nullptr) {
-    TPL_UNPOISON(head, sizeof(free_block));
     free_block* next = head->next;
     release_block_to_system(head, c);
     head = next;
@@ -85,7 +84,7 @@ void* frame_alloc_slow(std::size_t c) {
   }
   if (got.head != nullptr) {
     free_block* b = got.head;
-    TPL_UNPOISON(b, frame_class_bytes(c));
+    unpoison_cached_block(b, c);
     cache.head[c] = b->next;
     cache.count[c] = got.count - 1;
     return b;
@@ -105,22 +104,15 @@ void frame_free_slow(void* p, std::size_t c) {
     b->next = cache.head[c];
     cache.head[c] = b;
     ++cache.count[c];
-    TPL_POISON(b, frame_class_bytes(c));
+    poison_cached_block(b, c);
     return;
   }
   // The cache for this class is full: move a batch of it to the transfer list (or the system).
   free_block* head = cache.head[c];
   free_block* tail = head;
-  for (std::uint32_t i = 1; i < kFrameTransferBatch; ++i) {
-    TPL_UNPOISON(tail, sizeof(free_block));
-    free_block* next = tail->next;
-    TPL_POISON(tail, sizeof(free_block));
-    tail = next;
-  }
-  TPL_UNPOISON(tail, sizeof(free_block));
+  for (std::uint32_t i = 1; i < kFrameTransferBatch; ++i) tail = tail->next;
   cache.head[c] = tail->next;
   tail->next = nullptr;
-  TPL_POISON(tail, sizeof(free_block));
   cache.count[c] -= kFrameTransferBatch;
   bool kept = false;
   {
@@ -135,7 +127,7 @@ void frame_free_slow(void* p, std::size_t c) {
   b->next = cache.head[c];
   cache.head[c] = b;
   ++cache.count[c];
-  TPL_POISON(b, frame_class_bytes(c));
+  poison_cached_block(b, c);
 }
 
 std::size_t frame_pool_cached_on_this_thread() noexcept {

@@ -43,6 +43,10 @@ struct free_block {
   free_block* next;
 };
 
+inline constexpr std::size_t frame_class_bytes(std::size_t c) noexcept {
+  return kSmallestFrameClassBytes + c * kFrameGranuleBytes;
+}
+
 // Plain data so that access compiles to a direct TLS access (no init guard, no wrapper call).
 struct frame_cache {
   free_block* head[kFrameClassCount];
@@ -53,6 +57,19 @@ struct frame_cache {
 
 inline thread_local frame_cache t_frame_cache{};
 
+// Cached blocks are poisoned except for their link word, so that LeakSanitizer can still follow
+// the free lists (a block reachable only through poisoned memory is reported as leaked).
+inline void poison_cached_block(void* b, std::size_t c) noexcept {
+  TPL_POISON(static_cast<char*>(b) + sizeof(free_block), frame_class_bytes(c) - sizeof(free_block));
+  (void)b;
+  (void)c;
+}
+inline void unpoison_cached_block(void* b, std::size_t c) noexcept {
+  TPL_UNPOISON(b, frame_class_bytes(c));
+  (void)b;
+  (void)c;
+}
+
 void* frame_alloc_slow(std::size_t size_class);
 void frame_free_slow(void* p, std::size_t size_class);
 
@@ -61,9 +78,6 @@ inline std::size_t frame_class_of(std::size_t bytes) noexcept {
              ? 0
              : (bytes - kSmallestFrameClassBytes + kFrameGranuleBytes - 1) / kFrameGranuleBytes;
 }
-inline constexpr std::size_t frame_class_bytes(std::size_t c) noexcept {
-  return kSmallestFrameClassBytes + c * kFrameGranuleBytes;
-}
 
 inline void* frame_alloc(std::size_t bytes) {
   if (TPL_UNLIKELY(bytes > kMaxPooledFrameBytes || bytes == 0)) return ::operator new(bytes);
@@ -71,7 +85,7 @@ inline void* frame_alloc(std::size_t bytes) {
   frame_cache& cache = t_frame_cache;
   free_block* b = cache.head[c];
   if (TPL_LIKELY(b != nullptr)) {
-    TPL_UNPOISON(b, frame_class_bytes(c));
+    unpoison_cached_block(b, c);
     cache.head[c] = b->next;
     --cache.count[c];
     return b;
@@ -91,7 +105,7 @@ inline void frame_free(void* p, std::size_t bytes) noexcept {
     b->next = cache.head[c];
     cache.head[c] = b;
     ++cache.count[c];
-    TPL_POISON(b, frame_class_bytes(c));
+    poison_cached_block(b, c);
     return;
   }
   frame_free_slow(p, c);
