@@ -108,7 +108,7 @@ bool continuation_allowed(task_continuation_options opts, task_status antecedent
 namespace {
 struct blocking_waiter : waiter {
   std::atomic<std::uint32_t> done{0};
-  static void fire(waiter* w, bool) noexcept {
+  static void fire(waiter* w, fire_mode) noexcept {
     auto* self = static_cast<blocking_waiter*>(w);
     // release: the woken thread reads the task's result (already published by the completion
     // CAS) and then frees this node; futex_wake never touches the node's memory.
@@ -139,6 +139,38 @@ bool block_until_completed(task_state_base& s, std::chrono::steady_clock::time_p
     }
   }
   return true;
+}
+
+// ---- deferred firing --------------------------------------------------------------------------
+
+namespace {
+// A detached coroutine: queues itself to the pool, fires the list, frees its own frame.
+struct detached_firing {
+  struct promise_type {
+    detached_firing get_return_object() noexcept { return {}; }
+    std::suspend_never initial_suspend() noexcept { return {}; }
+    std::suspend_never final_suspend() noexcept { return {}; }
+    void return_void() noexcept {}
+    void unhandled_exception() noexcept { std::terminate(); }
+    static void* operator new(std::size_t n) { return frame_alloc(n); }
+    static void operator delete(void* p, std::size_t n) noexcept { frame_free(p, n); }
+  };
+};
+
+struct to_pool {
+  bool await_ready() const noexcept { return false; }
+  void await_suspend(std::coroutine_handle<> h) const { dispatch(h); }
+  void await_resume() const noexcept {}
+};
+
+detached_firing fire_from_pool(waiter* list, bool force_async) {
+  co_await to_pool{};
+  task_state_base::fire_waiters(list, force_async);
+}
+}  // namespace
+
+void task_state_base::fire_waiters_later(waiter* list, bool force_async) noexcept {
+  fire_from_pool(list, force_async);
 }
 
 // ---- cached tasks ---------------------------------------------------------------------------

@@ -131,8 +131,10 @@ struct is_task<task<T>> : std::true_type {};
 
 /// Awaits a task_state. Owning: holds a reference (awaiting an rvalue task) and may move the
 /// result out when it is the sole owner. Suppress: never throws, yields void. ForceYield: always
-/// continues on the pool. Kept to 32 bytes: it lives in every awaiting coroutine's frame.
-template <class T, bool Owning, bool Suppress, bool ForceYield = false>
+/// continues on the pool. AlwaysInline: continues on the completing thread even when it is not
+/// the first waiter (continue_with's execute_synchronously). Kept to 32 bytes: it lives in every
+/// awaiting coroutine's frame.
+template <class T, bool Owning, bool Suppress, bool ForceYield = false, bool AlwaysInline = false>
 class task_awaiter : private waiter {
  public:
   explicit task_awaiter(task_state<T>* s) noexcept : state_(s) {}
@@ -175,9 +177,10 @@ class task_awaiter : private waiter {
   }
 
  private:
-  static void fire(waiter* w, bool may_run_inline) noexcept {
+  static void fire(waiter* w, fire_mode mode) noexcept {
     auto* self = static_cast<task_awaiter*>(w);
-    if (may_run_inline && !ForceYield)
+    if (!ForceYield &&
+        (mode == fire_mode::first_inline || (AlwaysInline && mode == fire_mode::later)))
       resume_inline(self->continuation_);
     else
       dispatch(self->continuation_);
@@ -217,9 +220,9 @@ class configured_awaiter : private waiter {
   }
 
  private:
-  static void fire(waiter* w, bool may_run_inline) noexcept {
+  static void fire(waiter* w, fire_mode mode) noexcept {
     auto* self = static_cast<configured_awaiter*>(w);
-    if (may_run_inline && !self->force_yield_)
+    if (mode == fire_mode::first_inline && !self->force_yield_)
       resume_inline(self->continuation_);
     else
       dispatch(self->continuation_);
@@ -371,7 +374,7 @@ class task_promise final : public value_promise<T, task_promise<T>> {
 template <class T, class F, class R>
 task<R> run_continuation(task<T> antecedent, F fn, task_continuation_options opts) {
   if (has_option(opts, task_continuation_options::execute_synchronously))
-    co_await antecedent.template configure<await_options::suppress_throwing>();
+    co_await task_awaiter<T, false, true, false, true>(task_access::state(antecedent));
   else
     co_await antecedent
         .template configure<await_options::suppress_throwing | await_options::force_yielding>();
@@ -386,7 +389,7 @@ task<R> run_continuation(task<T> antecedent, F fn, task_continuation_options opt
 /// A completed state that is not a coroutine frame.
 template <class T>
 struct ready_state final : task_state<T>, pooled_allocation {
-  ready_state() noexcept : task_state<T>(1, &delete_as<ready_state>) {}
+  ready_state() noexcept : task_state<T>(1, false, &delete_as<ready_state>) {}
 };
 
 task<void> cached_completed_task() noexcept;

@@ -28,7 +28,7 @@ namespace tpl {
 namespace detail {
 template <class T>
 struct tcs_state final : task_state<T>, pooled_allocation {
-  tcs_state() noexcept : task_state<T>(1, &delete_as<tcs_state>) {}
+  tcs_state() noexcept : task_state<T>(1, false, &delete_as<tcs_state>) {}
   std::atomic<bool> reserved{false};      // the one completer has claimed it
   std::atomic<std::uint32_t> sources{1};  // live task_completion_source copies
 };

@@ -134,9 +134,9 @@ class [[nodiscard]] value_task {
       return vt->state_->add_waiter(this);
     }
     T await_resume() { return vt->take(); }
-    static void fire(detail::waiter* w, bool may_run_inline) noexcept {
+    static void fire(detail::waiter* w, detail::fire_mode mode) noexcept {
       auto* self = static_cast<awaiter*>(w);
-      if (may_run_inline)
+      if (mode == detail::fire_mode::first_inline)
         detail::resume_inline(self->continuation);
       else
         detail::dispatch(self->continuation);

@@ -71,7 +71,7 @@ struct when_all_base : task_state<R>, pooled_allocation {
   };
 
   // One reference for the returned handle, one held until the last input completes.
-  when_all_base() noexcept : task_state<R>(2, &delete_as<Derived>) {}
+  when_all_base() noexcept : task_state<R>(2, false, &delete_as<Derived>) {}
 
   std::atomic<std::size_t> remaining{1};  // +1 while registering, so completion waits for it
 
@@ -85,8 +85,8 @@ struct when_all_base : task_state<R>, pooled_allocation {
   }
   void finish_registration() { arrive(true); }
 
-  static void node_fired(waiter* w, bool may_run_inline) noexcept {
-    static_cast<node*>(w)->owner->arrive(may_run_inline);
+  static void node_fired(waiter* w, fire_mode mode) noexcept {
+    static_cast<node*>(w)->owner->arrive(mode == fire_mode::first_inline);
   }
 
   void arrive(bool may_run_inline) noexcept {
@@ -209,7 +209,11 @@ auto when_all(Range&& range) {
   if constexpr (std::ranges::sized_range<Range>) tasks.reserve(std::ranges::size(range));
   for (auto&& t : range) {
     if (!t.valid()) detail::throw_empty_task("when_all");
-    tasks.push_back(t);
+    // An rvalue range hands its tasks over, so a move-only result keeps a sole owner.
+    if constexpr (std::is_lvalue_reference_v<Range>)
+      tasks.push_back(t);
+    else
+      tasks.push_back(std::move(t));
   }
   return detail::start_when_all<state_t, typename state_t::result_t>(new state_t(std::move(tasks)));
 }

@@ -33,7 +33,7 @@ struct when_any_base : task_state<task<T>>, pooled_allocation {
   };
 
   // References: the returned handle, the registration phase, and one per registered node.
-  when_any_base() noexcept : task_state<task<T>>(2, &delete_as<Derived>) {}
+  when_any_base() noexcept : task_state<task<T>>(2, false, &delete_as<Derived>) {}
 
   std::atomic<bool> decided{false};
   // The winner and the registration phase both pass this gate; the second one removes the
@@ -66,10 +66,10 @@ struct when_any_base : task_state<task<T>>, pooled_allocation {
     this->release();  // the registration phase's reference
   }
 
-  static void node_fired(waiter* w, bool may_run_inline) noexcept {
+  static void node_fired(waiter* w, fire_mode mode) noexcept {
     auto* nd = static_cast<node*>(w);
     when_any_base* owner = nd->owner;
-    owner->win(nd->index, may_run_inline);
+    owner->win(nd->index, mode == fire_mode::first_inline);
     owner->release();  // this node's reference
   }
 
@@ -94,11 +94,6 @@ struct when_any_base : task_state<task<T>>, pooled_allocation {
       if (j == winner || !nd.registered) continue;
       if (task_access::state(d.task_at(j))->remove_waiter(&nd)) this->release_non_last();
     }
-  }
-
-  void release_non_last() noexcept {
-    // acq_rel like release(); the caller knows another reference is still held.
-    this->refs_.fetch_sub(1, std::memory_order_acq_rel);
   }
 
   std::size_t winner = static_cast<std::size_t>(-1);
@@ -179,7 +174,10 @@ auto when_any(Range&& range) {
   try {
     for (auto&& t : range) {
       if (!t.valid()) detail::throw_empty_task("when_any");
-      s->tasks.push_back(t);
+      if constexpr (std::is_lvalue_reference_v<Range>)
+        s->tasks.push_back(t);
+      else
+        s->tasks.push_back(std::move(t));
     }
     if (s->tasks.empty()) throw std::invalid_argument("when_any: the range of tasks is empty");
     s->nodes.resize(s->tasks.size());

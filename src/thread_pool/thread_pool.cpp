@@ -71,6 +71,7 @@ struct thread_pool::impl {
     if (n == 0) n = std::max(1u, std::thread::hardware_concurrency());
     if (n > 32767) throw std::invalid_argument("thread_pool: thread_count above 32767");
     workers.reserve(n);
+    idle.reserve(n);  // parking never allocates
     for (unsigned i = 0; i < n; ++i) workers.push_back(std::make_unique<worker>(this, i));
     for (auto& w : workers) w->thread = std::thread([this, wp = w.get()] { worker_main(*wp); });
   }

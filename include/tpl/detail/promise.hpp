@@ -55,12 +55,12 @@ void finish_coroutine(Promise& p) noexcept {
     // Never suspended: the handle is still inside the ramp, so nobody waits and the caller's
     // handle keeps the frame alive.
     s.publish_completion_unshared();
-    s.release_unshared_non_last();
+    s.release_running_unshared();
     return;
   }
   const bool force_async = p.continuations_forced_async();
   waiter* list = s.publish_completion();
-  s.release();
+  s.release_running();
   task_state_base::fire_waiters(list, force_async);
 }
 
@@ -88,8 +88,8 @@ struct cancel_current_task {
 template <class T, class Derived>
 class promise_base : public task_state<T> {
  public:
-  // Two references: the running coroutine's (dropped at final suspend) and the returned handle's.
-  promise_base() noexcept : task_state<T>(2, &destroy_frame) {}
+  // The returned handle's reference, and the running coroutine's unit (dropped at final suspend).
+  promise_base() noexcept : task_state<T>(1, true, &destroy_frame) {}
 
   std::suspend_never initial_suspend() const noexcept { return {}; }
   final_awaiter final_suspend() const noexcept { return {}; }

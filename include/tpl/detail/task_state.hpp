@@ -24,6 +24,7 @@
 
 #include "tpl/detail/config.hpp"
 #include "tpl/detail/frame_pool.hpp"
+#include "tpl/detail/trampoline.hpp"
 #include "tpl/exceptions.hpp"
 
 namespace tpl {
@@ -40,14 +41,20 @@ enum class task_status : std::uint8_t {
 
 namespace tpl::detail {
 
+/// How a waiter is told about completion.
+enum class fire_mode : std::uint8_t {
+  first_inline,  ///< the first waiter: it may continue on the completing thread
+  later,         ///< another waiter already continues here: queue, unless asked to run synchronously
+  async_only,    ///< the task requires asynchronous continuations (run_continuations_asynchronously)
+};
+
 /// A registration to be told when a task completes. Lives in the waiter's own memory (an awaiting
 /// coroutine's frame, a blocked thread's stack, a when_all state).
 struct waiter {
   waiter* next = nullptr;
   /// Called exactly once after completion, unless remove_waiter() took the waiter out first.
-  /// may_run_inline is true for at most one waiter per completion: the one that may continue on
-  /// the completing thread; the others must not run user code inline.
-  void (*on_complete)(waiter* self, bool may_run_inline) noexcept = nullptr;
+  /// At most one waiter per completion gets fire_mode::first_inline.
+  void (*on_complete)(waiter* self, fire_mode mode) noexcept = nullptr;
 };
 
 class task_state_base;
@@ -66,8 +73,15 @@ class task_state_base {
   static constexpr std::uintptr_t kCompleted = 1;
   static constexpr std::uintptr_t kLocked = 2;
 
-  task_state_base(std::uint32_t initial_refs, destroy_fn destroy) noexcept
-      : refs_(initial_refs), destroy_(destroy) {}
+  /// Reference units: every handle (task, task_completion_source, an internal holder) counts
+  /// kHandleRef; a coroutine that is still running counts kRunningRef. Ownership questions
+  /// ("is this the only handle?") ignore the running unit, so a handle that sees completion while
+  /// the coroutine is still leaving final_suspend already counts as the sole owner.
+  static constexpr std::uint32_t kHandleRef = 2;
+  static constexpr std::uint32_t kRunningRef = 1;
+
+  task_state_base(std::uint32_t handle_refs, bool running, destroy_fn destroy) noexcept
+      : refs_(handle_refs * kHandleRef + (running ? kRunningRef : 0)), destroy_(destroy) {}
   task_state_base(const task_state_base&) = delete;
   task_state_base& operator=(const task_state_base&) = delete;
 
@@ -103,7 +117,7 @@ class task_state_base {
 
   /// Takes w back out. Returns true if it was removed before completion (it will never be
   /// called); false if completion already took it (its on_complete runs or has run: the caller
-  /// must let it finish before freeing w).
+  /// must let it finish before freeing w). Rare path (timeouts, when_any clean-up): it locks.
   bool remove_waiter(waiter* w) noexcept {
     // acquire: we read the next fields of nodes other threads pushed (released by their CAS).
     std::uintptr_t cur = head_.load(std::memory_order_acquire);
@@ -114,24 +128,24 @@ class task_state_base {
         cur = head_.load(std::memory_order_acquire);
         continue;
       }
-      if (cur == reinterpret_cast<std::uintptr_t>(w)) {
-        // w is the head: unlink it with one CAS. Pushers and the completer CAS the same word, so
-        // whoever loses retries and sees the new list.
-        if (head_.compare_exchange_weak(cur, reinterpret_cast<std::uintptr_t>(w->next),
-                                        std::memory_order_acq_rel, std::memory_order_acquire))
-          return true;
-        continue;
-      }
-      // Elsewhere in the list: lock the word (pushers and the completer spin meanwhile), unlink.
+      // Lock the word (pushers and the completer spin meanwhile), then unlink. Always locked,
+      // even for the head: an unlocked CAS from w to a w->next read earlier could install a node
+      // that another remover unlinked in between (the word would read w again: ABA).
       if (!head_.compare_exchange_weak(cur, cur | kLocked, std::memory_order_acquire,
                                        std::memory_order_acquire))
         continue;
       bool found = false;
-      for (waiter* p = reinterpret_cast<waiter*>(cur); p->next != nullptr; p = p->next) {
-        if (p->next == w) {
-          p->next = w->next;
-          found = true;
-          break;
+      auto* first = reinterpret_cast<waiter*>(cur);
+      if (first == w) {
+        cur = reinterpret_cast<std::uintptr_t>(w->next);
+        found = true;
+      } else {
+        for (waiter* p = first; p->next != nullptr; p = p->next) {
+          if (p->next == w) {
+            p->next = w->next;
+            found = true;
+            break;
+          }
         }
       }
       // release: the unlinked list is what the next locker / completer reads.
@@ -168,16 +182,30 @@ class task_state_base {
     return fifo;
   }
 
-  /// Tells each waiter. The first may continue inline unless force_async.
+  /// Tells each waiter. The first may continue inline unless force_async. Completions nest
+  /// (a when_all completing completes its own waiters, and so on), so this shares the
+  /// trampoline's depth guard: past the limit the whole list is handed to the pool and fired
+  /// from a fresh stack.
   static void fire_waiters(waiter* list, bool force_async) noexcept {
-    bool may_inline = !force_async;
+    if (list == nullptr) return;
+    trampoline_state& t = t_trampoline;
+    if (TPL_UNLIKELY(t.depth >= kMaxInlineResumeDepth)) {
+      fire_waiters_later(list, force_async);
+      return;
+    }
+    ++t.depth;
+    fire_mode mode = force_async ? fire_mode::async_only : fire_mode::first_inline;
     while (list != nullptr) {
       waiter* next = list->next;  // list may be freed by its own callback
-      list->on_complete(list, may_inline);
-      may_inline = false;
+      list->on_complete(list, mode);
+      if (mode == fire_mode::first_inline) mode = fire_mode::later;
       list = next;
     }
+    --t.depth;
   }
+
+  /// Queues the firing of list to the pool (deep-stack fallback of fire_waiters).
+  static void fire_waiters_later(waiter* list, bool force_async) noexcept;
 
   /// Publishes completion and runs the continuations (for states that are not coroutine frames).
   void complete_and_fire() noexcept {
@@ -198,17 +226,31 @@ class task_state_base {
     if (immortal_) return;
     // relaxed: a reference is only ever copied from one that is already held, which keeps the
     // object alive; ordering with the final release comes from the acq_rel decrement.
-    refs_.fetch_add(1, std::memory_order_relaxed);
+    refs_.fetch_add(kHandleRef, std::memory_order_relaxed);
   }
 
+  /// Drops a handle reference.
   void release() noexcept {
     if (immortal_) return;
     // A holder of the only reference cannot race with anyone (references are only copied from
-    // held ones), so the load saves the read-modify-write in the common single-owner case.
-    // acquire pairs with the release half of other holders' decrements, so their writes happen
-    // before destruction.
-    if (refs_.load(std::memory_order_acquire) == 1 ||
-        refs_.fetch_sub(1, std::memory_order_acq_rel) == 1)
+    // held ones, and the running coroutine is gone when its unit is), so the load saves the
+    // read-modify-write in the common single-owner case. acquire pairs with the release half of
+    // other holders' decrements, so their writes happen before destruction.
+    if (refs_.load(std::memory_order_acquire) == kHandleRef ||
+        refs_.fetch_sub(kHandleRef, std::memory_order_acq_rel) == kHandleRef)
+      destroy_without_recursion();
+  }
+
+  /// Drops a handle reference known not to be the last one.
+  void release_non_last() noexcept {
+    // acq_rel like release(): our writes must happen before whoever destroys.
+    refs_.fetch_sub(kHandleRef, std::memory_order_acq_rel);
+  }
+
+  /// Drops the running coroutine's unit (at final suspend).
+  void release_running() noexcept {
+    // acq_rel: same reasoning as release().
+    if (refs_.fetch_sub(kRunningRef, std::memory_order_acq_rel) == kRunningRef)
       destroy_without_recursion();
   }
 
@@ -233,13 +275,20 @@ class task_state_base {
     d.active = false;
   }
 
-  /// Drops a reference known not to be the last (no read-modify-write needed when unshared).
-  void release_unshared_non_last() noexcept {
-    refs_.store(refs_.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
+  /// Drops the running unit of a coroutine that never suspended: nobody else can hold a
+  /// reference yet, so no read-modify-write is needed.
+  void release_running_unshared() noexcept {
+    // relaxed: the handle has not left this thread yet.
+    refs_.store(refs_.load(std::memory_order_relaxed) - kRunningRef, std::memory_order_relaxed);
   }
 
+  /// Handle references (plus the running unit, for tests that compare counts).
   std::uint32_t ref_count_for_tests() const noexcept { return refs_.load(std::memory_order_acquire); }
-  bool sole_owner() const noexcept { return immortal_ ? false : refs_.load(std::memory_order_acquire) == 1; }
+  /// True when the caller's handle is the only one (a still-running coroutine does not count).
+  bool sole_owner() const noexcept {
+    // acquire: if we are the sole owner, the other holders' writes (and releases) are visible.
+    return !immortal_ && refs_.load(std::memory_order_acquire) / kHandleRef == 1;
+  }
 
   // ---- faults ------------------------------------------------------------------------------
 
@@ -326,8 +375,8 @@ class task_state : public task_state_base {
 
  public:
   // Leaves the result uninitialised: it is constructed by set_value().
-  task_state(std::uint32_t initial_refs, destroy_fn destroy) noexcept
-      : task_state_base(initial_refs, destroy) {}
+  task_state(std::uint32_t handle_refs, bool running, destroy_fn destroy) noexcept
+      : task_state_base(handle_refs, running, destroy) {}
 
   template <class... A>
   void set_value(A&&... a) noexcept(std::is_nothrow_constructible_v<T, A...>) {
