@@ -7,13 +7,19 @@
 //   class my_loop final : public tpl::scheduler {
 //    public:
 //     void schedule(std::coroutine_handle<> h) override { queue_.push(h); }
-//     void run_one() { auto h = queue_.pop(); tpl::scheduler::run(h); }
+//     void run_one() { auto h = queue_.pop(); run(h); }   // scheduler::run: see below
 //   };
 //
 //   tpl::task<> work(my_loop& loop) {
 //     co_await tpl::resume_on(loop);   // from here on, runs inside my_loop::run_one()
-//     co_await tpl::yield();           // back of the current pool's queue (fairness point)
+//     co_await tpl::yield();           // back of my_loop's queue: the current scheduler
 //   }
+//
+// While a scheduler runs an item through run(h), it is the thread's current scheduler
+// (scheduler::current()): yield() and continuations that must be queued (the second awaiter of a
+// task, run_continuations_asynchronously, the depth guard) go back to it. A coroutine that awaits
+// a task still continues on the thread that completes that task, as in .NET; use
+// co_await tpl::resume_on(s) to come back explicitly.
 #pragma once
 
 #include <coroutine>
@@ -21,6 +27,12 @@
 #include "tpl/detail/trampoline.hpp"
 
 namespace tpl {
+
+class scheduler;
+
+namespace detail {
+inline thread_local scheduler* t_current_scheduler = nullptr;
+}  // namespace detail
 
 class scheduler {
  public:
@@ -33,9 +45,19 @@ class scheduler {
   /// Queues h behind the work already waiting (used by yield()). Defaults to schedule().
   virtual void schedule_after_others(std::coroutine_handle<> h) { schedule(h); }
 
-  /// Resumes a handle taken from a scheduler's queue. Schedulers should run items through this so
-  /// that continuations they complete are resumed through tpl's bounded-depth trampoline.
-  static void run(std::coroutine_handle<> h) noexcept { detail::run_item(h); }
+  /// The scheduler whose item the calling thread is running (a pool worker: its pool), or nullptr.
+  static scheduler* current() noexcept { return detail::t_current_scheduler; }
+
+ protected:
+  /// Resumes a handle taken from this scheduler's queue, with this scheduler current while it runs
+  /// and through tpl's bounded-depth trampoline. Schedulers run their items through this, not
+  /// h.resume().
+  void run(std::coroutine_handle<> h) noexcept {
+    scheduler* previous = detail::t_current_scheduler;
+    detail::t_current_scheduler = this;
+    detail::run_item(h);
+    detail::t_current_scheduler = previous;
+  }
 };
 
 /// Resumes immediately on the scheduling thread (through the trampoline, so never unbounded
@@ -52,7 +74,7 @@ void dispatch_after_others(std::coroutine_handle<> h);
 }  // namespace detail
 
 /// co_await tpl::yield(): lets the work already queued run, then continues on the current
-/// thread pool (the default pool when called outside one). .NET Task.Yield().
+/// scheduler (the default pool when the thread has none). .NET Task.Yield().
 struct yield_awaitable {
   bool await_ready() const noexcept { return false; }
   void await_suspend(std::coroutine_handle<> h) const { detail::dispatch_after_others(h); }

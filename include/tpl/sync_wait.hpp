@@ -58,8 +58,13 @@ T sync_wait(task<T>&& t) {
   }
 }
 
+/// Consumes the value_task (an lvalue one too: it may be awaited once either way).
 template <class T>
 T sync_wait(value_task<T>&& t) {
+  return t.get();
+}
+template <class T>
+T sync_wait(value_task<T>& t) {
   return t.get();
 }
 

@@ -115,6 +115,22 @@ class task_completion_source {
   void set_exception(std::exception_ptr e) {
     if (!try_set_exception(std::move(e))) detail::throw_tcs_already_completed();
   }
+  void set_exception(std::vector<std::exception_ptr> errors) {
+    if (!try_set_exception(std::move(errors))) detail::throw_tcs_already_completed();
+  }
+  /// Faults with an exception object: tcs.set_exception(std::runtime_error("...")).
+  template <class E>
+    requires(!std::is_same_v<std::decay_t<E>, std::exception_ptr> &&
+             !std::is_same_v<std::decay_t<E>, std::vector<std::exception_ptr>>)
+  bool try_set_exception(E&& e) {
+    return try_set_exception(std::make_exception_ptr(static_cast<E&&>(e)));
+  }
+  template <class E>
+    requires(!std::is_same_v<std::decay_t<E>, std::exception_ptr> &&
+             !std::is_same_v<std::decay_t<E>, std::vector<std::exception_ptr>>)
+  void set_exception(E&& e) {
+    set_exception(std::make_exception_ptr(static_cast<E&&>(e)));
+  }
 
   bool try_set_canceled() {
     if (!reserve()) return false;

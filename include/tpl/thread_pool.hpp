@@ -13,10 +13,11 @@
 //
 //   tpl::thread_pool::default_pool();     // the process-wide pool: one thread per core
 //
-// Destroying a pool runs everything already queued, including work queued by that work, then joins
-// the threads: no queued item is dropped. Work scheduled on a pool after its destructor has
-// finished draining runs inline on the scheduling thread. A pool must not be destroyed from one of
-// its own threads.
+// Destroying a pool (or calling shutdown()) runs everything already queued, including work queued by
+// that work, then joins the threads: no queued item is dropped. Work scheduled on a pool after
+// shutdown() has drained it runs inline on the scheduling thread (while the object still exists;
+// scheduling on a destroyed pool is a use after free like any other). A pool must not be shut
+// down from one of its own threads.
 #pragma once
 
 #include <coroutine>

@@ -190,8 +190,12 @@ void validate_tasks(std::size_t count, const void* const* states);
 
 }  // namespace detail
 
+/// when_all of nothing: already completed (.NET WhenAll of an empty set).
+inline task<> when_all() { return completed_task(); }
+
 /// Completes when every task has; see the file comment for the outcome.
 template <class... Ts>
+  requires(sizeof...(Ts) > 0)
 auto when_all(task<Ts>... tasks) {
   using state_t = detail::when_all_tuple_state<Ts...>;
   const void* states[] = {detail::task_access::state(tasks)..., nullptr};

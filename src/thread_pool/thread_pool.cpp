@@ -196,6 +196,7 @@ struct thread_pool::impl {
     pthread_setname_np(pthread_self(), name.substr(0, 15).c_str());
 #endif
     t_context = thread_context{this, &self};
+    detail::t_current_scheduler = owner;
     bool is_spinning = false;
     for (;;) {
       void* item = find_work(self);
@@ -220,6 +221,7 @@ struct thread_pool::impl {
       is_spinning = park(self, is_spinning);
     }
     t_context = thread_context{nullptr, nullptr};
+    detail::t_current_scheduler = nullptr;
   }
 
   bool may_start_spinning() const {
@@ -356,13 +358,19 @@ void thread_pool::shutdown() { impl_->shutdown(); }
 namespace detail {
 
 void dispatch(std::coroutine_handle<> h) {
-  thread_pool* p = thread_pool::current();
-  (p != nullptr ? *p : thread_pool::default_pool()).schedule(h);
+  scheduler* s = t_current_scheduler;
+  if (s != nullptr)
+    s->schedule(h);
+  else
+    thread_pool::default_pool().schedule(h);
 }
 
 void dispatch_after_others(std::coroutine_handle<> h) {
-  thread_pool* p = thread_pool::current();
-  (p != nullptr ? *p : thread_pool::default_pool()).schedule_after_others(h);
+  scheduler* s = t_current_scheduler;
+  if (s != nullptr)
+    s->schedule_after_others(h);
+  else
+    thread_pool::default_pool().schedule_after_others(h);
 }
 
 }  // namespace detail

@@ -34,7 +34,7 @@ struct trampoline_state {
 
 inline thread_local trampoline_state t_trampoline{};
 
-/// Queues h on the calling thread's pool, or the default pool (defined with the pool).
+/// Queues h on the calling thread's current scheduler, or the default pool.
 void dispatch(std::coroutine_handle<> h);
 
 /// Resumes h on this thread now, or queues it if this thread is already kMaxInlineResumeDepth
