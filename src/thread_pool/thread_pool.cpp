@@ -80,17 +80,34 @@ struct thread_pool::impl {
 
   void push(void* item) {
     thread_context& ctx = t_context;
-    if (ctx.pool == this && !stopped.load(std::memory_order_relaxed)) {
+    if (ctx.pool == this) {
       ctx.self->local.push(item);
+      after_push();
     } else {
-      global.push(item);
+      push_from_outside(item);
     }
-    after_push();
   }
 
   void push_global(void* item) {
+    if (t_context.pool == this) {
+      global.push(item);
+      after_push();
+    } else {
+      push_from_outside(item);
+    }
+  }
+
+  // A thread outside the pool may still be inside push/after_push when the item it queued has
+  // already run and its owner destroys the pool; shutdown() waits for such calls to leave.
+  // (The pool's own workers need no count: shutdown() joins them.)
+  void push_from_outside(void* item) {
+    // relaxed increment: shutdown() only needs to see it before the item can have run, which
+    // the queue's own synchronisation (the push below) guarantees.
+    pushes_in_flight.fetch_add(1, std::memory_order_relaxed);
     global.push(item);
     after_push();
+    // release: everything this call read from the pool happens before shutdown() frees it.
+    pushes_in_flight.fetch_sub(1, std::memory_order_release);
   }
 
   void after_push() {
@@ -277,6 +294,11 @@ struct thread_pool::impl {
     // From here on, anything queued (by a straggling external thread) runs on the queuing thread.
     stopped.store(true, std::memory_order_seq_cst);
     drain_inline();
+    // Let schedule calls from other threads that are still inside the pool leave it; one that
+    // pushed before seeing `stopped` may have left an item, so drain once more afterwards.
+    // acquire: pairs with push_from_outside's release decrement.
+    while (pushes_in_flight.load(std::memory_order_acquire) != 0) std::this_thread::yield();
+    drain_inline();
   }
 
   void drain_inline() {
@@ -322,6 +344,7 @@ struct thread_pool::impl {
   std::atomic<bool> stopping{false};
   std::atomic<bool> stopped{false};
   std::atomic<std::uint64_t> wakeups{0};
+  std::atomic<int> pushes_in_flight{0};
   std::mutex shutdown_lock;
   bool joined = false;
 };

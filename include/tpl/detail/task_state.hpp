@@ -352,6 +352,16 @@ class task_state_base {
   alignas(std::exception_ptr) unsigned char error_storage_[sizeof(std::exception_ptr)];
 };
 
+/// std::is_copy_constructible is true for a container of move-only elements (its copy
+/// constructor is declared, and fails only when instantiated); look through value_type.
+template <class T>
+struct is_really_copyable : std::bool_constant<std::is_copy_constructible_v<T>> {};
+template <class T>
+  requires requires { typename T::value_type; } && (!std::is_same_v<typename T::value_type, T>)
+struct is_really_copyable<T>
+    : std::bool_constant<std::is_copy_constructible_v<T> &&
+                         is_really_copyable<std::remove_cv_t<typename T::value_type>>::value> {};
+
 /// Moves or copies a result out of a shared state: moving is only allowed when the caller holds
 /// the only reference.
 template <class T>
@@ -359,7 +369,7 @@ T take_or_copy(T& value, bool sole_owner) {
   if constexpr (std::is_move_constructible_v<T>) {
     if (sole_owner) return std::move(value);
   }
-  if constexpr (std::is_copy_constructible_v<T>) {
+  if constexpr (is_really_copyable<T>::value) {
     return value;
   } else {
     throw invalid_operation(
