@@ -16,3 +16,4 @@
 #include "tpl/value_task.hpp"
 #include "tpl/when_all.hpp"
 #include "tpl/when_any.hpp"
+#include "tpl/cancellation.hpp"

@@ -6,33 +6,11 @@
 #include <atomic>
 #include <cstddef>
 #include <memory>
-#include <thread>
 
 #include "tpl/detail/config.hpp"
+#include "tpl/detail/spin_lock.hpp"
 
 namespace tpl::detail {
-
-class spin_lock {
- public:
-  void lock() noexcept {
-    for (unsigned spins = 0;; ++spins) {
-      // acquire: the critical section must see the previous holder's writes.
-      if (!locked_.exchange(true, std::memory_order_acquire)) return;
-      // relaxed: we only wait for it to look free before trying the exchange again.
-      while (locked_.load(std::memory_order_relaxed)) {
-        if (spins++ < 64)
-          TPL_CPU_RELAX();
-        else
-          std::this_thread::yield();
-      }
-    }
-  }
-  // release: publishes the critical section to the next holder.
-  void unlock() noexcept { locked_.store(false, std::memory_order_release); }
-
- private:
-  std::atomic<bool> locked_{false};
-};
 
 class global_queue {
  public:
