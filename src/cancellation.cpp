@@ -14,6 +14,7 @@
 #include "tpl/detail/futex.hpp"
 #include "tpl/detail/spin_lock.hpp"
 #include "tpl/task_completion_source.hpp"
+#include "tpl/time_provider.hpp"
 
 namespace tpl::detail {
 
@@ -179,6 +180,10 @@ detail::cancellation_state* cancellation_token_source::checked() const {
 }
 
 void cancellation_token_source::destroy() noexcept {
+  if (timer_ != nullptr) {
+    timer_->dispose();  // waits for a running cancel_after callback
+    timer_.reset();
+  }
   parents_.clear();  // unregister from the parents first: their callbacks point at s_
   if (s_ != nullptr) detail::release(std::exchange(s_, nullptr));
 }

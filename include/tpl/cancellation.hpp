@@ -29,8 +29,10 @@
 // to one owner.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <initializer_list>
+#include <memory>
 #include <span>
 #include <type_traits>
 #include <utility>
@@ -45,8 +47,11 @@ namespace tpl {
 class cancellation_token;
 class cancellation_registration;
 class cancellation_token_source;
+class time_provider;
+time_provider& system_time_provider() noexcept;
 
 namespace detail {
+struct timer_impl;
 
 class cancellation_state;
 
@@ -175,13 +180,20 @@ class cancellation_token {
 class cancellation_token_source {
  public:
   cancellation_token_source() : s_(detail::new_cancellation_state()) {}
+  /// A source that cancels itself after `delay` (.NET CancellationTokenSource(TimeSpan)).
+  explicit cancellation_token_source(std::chrono::nanoseconds delay,
+                                     time_provider& provider = system_time_provider())
+      : cancellation_token_source() {
+    cancel_after(delay, provider);
+  }
   cancellation_token_source(cancellation_token_source&& o) noexcept
-      : s_(std::exchange(o.s_, nullptr)), parents_(std::move(o.parents_)) {}
+      : s_(std::exchange(o.s_, nullptr)), parents_(std::move(o.parents_)), timer_(std::move(o.timer_)) {}
   cancellation_token_source& operator=(cancellation_token_source&& o) noexcept {
     if (this != &o) {
       destroy();
       s_ = std::exchange(o.s_, nullptr);
       parents_ = std::move(o.parents_);
+      timer_ = std::move(o.timer_);
     }
     return *this;
   }
@@ -202,9 +214,14 @@ class cancellation_token_source {
   /// and the remaining callbacks are not run.
   void cancel(bool throw_on_first_exception) { detail::cancel(checked(), throw_on_first_exception); }
 
+  /// Cancels after `delay` measured by `provider` (a later call re-arms; infinite_timeout
+  /// disarms; nothing happens once canceled). .NET CancelAfter.
+  void cancel_after(std::chrono::nanoseconds delay, time_provider& provider = system_time_provider());
+
   /// Makes the source reusable for an unrelated operation: succeeds (true) only if cancellation was
-  /// not requested; drops every registration (they will not run). .NET TryReset.
-  bool try_reset() { return detail::try_reset(checked()); }
+  /// not requested; stops a pending cancel_after and drops every registration (they will not
+  /// run). .NET TryReset.
+  bool try_reset();
 
   /// A source canceled when any of the tokens is (or when canceled itself).
   static cancellation_token_source create_linked(std::span<const cancellation_token> tokens);
@@ -223,6 +240,7 @@ class cancellation_token_source {
 
   detail::cancellation_state* s_;
   std::vector<cancellation_registration> parents_;  // linked sources: our callbacks on parents
+  std::shared_ptr<detail::timer_impl> timer_;       // cancel_after
 };
 
 /// A task that completes (successfully) once cancellation is requested on token. Throws

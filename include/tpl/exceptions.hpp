@@ -45,6 +45,13 @@ class aggregate_exception : public std::exception {
   std::string message_;
 };
 
+/// A wait that gave up at its timeout (.NET TimeoutException), e.g. task::wait_async(timeout).
+class timeout_exception : public std::runtime_error {
+ public:
+  timeout_exception() : std::runtime_error("The operation has timed out.") {}
+  using std::runtime_error::runtime_error;
+};
+
 /// A call that is not valid in the object's current state (a programming error reported clearly
 /// rather than undefined behaviour).
 class invalid_operation : public std::logic_error {

@@ -49,6 +49,8 @@ namespace tpl {
 
 template <class T = void>
 class task;
+class cancellation_token;
+class time_provider;
 
 /// How a co_await behaves (.NET ConfigureAwaitOptions). Combine with |.
 enum class await_options : std::uint8_t {
@@ -348,6 +350,19 @@ class [[nodiscard]] task {
     return detail::run_continuation<T, F, detail::continuation_result_t<T, F>>(*this, std::move(fn),
                                                                                opts);
   }
+
+  /// A task that completes like this one, or fails with timeout_exception after `timeout`, or is
+  /// canceled when `token` is, whichever comes first; this task itself is not canceled (.NET
+  /// WaitAsync). On a completed task it returns this task (no allocation). Defined in
+  /// tpl/wait_async.hpp (included by tpl/tpl.hpp).
+  template <class Rep, class Period>
+  task wait_async(std::chrono::duration<Rep, Period> timeout) const;
+  task wait_async(const cancellation_token& token) const;
+  template <class Rep, class Period>
+  task wait_async(std::chrono::duration<Rep, Period> timeout, const cancellation_token& token) const;
+  template <class Rep, class Period>
+  task wait_async(std::chrono::duration<Rep, Period> timeout, const cancellation_token& token,
+                  time_provider& provider) const;
 
   /// Identity: two handles to the same task.
   friend bool operator==(const task& a, const task& b) noexcept { return a.s_ == b.s_; }

@@ -17,3 +17,6 @@
 #include "tpl/when_all.hpp"
 #include "tpl/when_any.hpp"
 #include "tpl/cancellation.hpp"
+#include "tpl/time_provider.hpp"
+#include "tpl/testing/fake_time_provider.hpp"
+#include "tpl/wait_async.hpp"
