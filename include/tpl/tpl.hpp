@@ -20,3 +20,4 @@
 #include "tpl/time_provider.hpp"
 #include "tpl/testing/fake_time_provider.hpp"
 #include "tpl/wait_async.hpp"
+#include "tpl/sync/async_semaphore.hpp"
