@@ -4,6 +4,7 @@
 #include <string>
 
 #include "tpl/detail/futex.hpp"
+#include "tpl/thread_pool.hpp"
 #include "tpl/task.hpp"
 #include "tpl/task_completion_source.hpp"
 #include "tpl/value_task.hpp"
@@ -122,6 +123,7 @@ void block_until_completed(task_state_base& s) {
   blocking_waiter w;
   w.on_complete = &blocking_waiter::fire;
   if (!s.add_waiter(&w)) return;
+  blocking_region blocked;
   // acquire: pairs with fire()'s release.
   while (w.done.load(std::memory_order_acquire) == 0) futex_wait(&w.done, 0);
 }
@@ -130,6 +132,7 @@ bool block_until_completed(task_state_base& s, std::chrono::steady_clock::time_p
   blocking_waiter w;
   w.on_complete = &blocking_waiter::fire;
   if (!s.add_waiter(&w)) return true;
+  blocking_region blocked;
   while (w.done.load(std::memory_order_acquire) == 0) {
     if (!futex_wait_until(&w.done, 0, deadline)) {
       if (s.remove_waiter(&w)) return false;

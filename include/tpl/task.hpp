@@ -290,7 +290,8 @@ class [[nodiscard]] task {
   bool wait_for(std::chrono::duration<Rep, Period> timeout) const {
     auto* s = checked("wait_for()");
     if (!s->is_completed() &&
-        !detail::block_until_completed(*s, std::chrono::steady_clock::now() + timeout))
+        !detail::block_until_completed(
+            *s, detail::saturating_add(std::chrono::steady_clock::now(), timeout)))
       return false;
     if (s->status() != task_status::ran_to_completion) s->throw_for_wait();
     return true;

@@ -30,6 +30,21 @@
 
 namespace tpl {
 
+namespace detail {
+/// Marks a blocking wait on the calling thread: while it lives, the thread's pool (if the thread is
+/// a pool worker) counts the worker as blocked. Every blocking wait in tpl goes through one.
+class blocking_region {
+ public:
+  blocking_region() noexcept;
+  ~blocking_region();
+  blocking_region(const blocking_region&) = delete;
+  blocking_region& operator=(const blocking_region&) = delete;
+
+ private:
+  void* pool_;
+};
+}  // namespace detail
+
 struct thread_pool_options {
   /// Number of worker threads; 0 means one per hardware thread.
   unsigned thread_count = 0;
@@ -44,6 +59,10 @@ struct thread_pool_stats {
   std::size_t global_queue_length = 0;
   std::size_t local_queue_length = 0;  ///< summed over all workers
   std::uint64_t items_executed = 0;
+  /// Workers currently blocked in a tpl blocking wait (task::wait/get, sync_wait,
+  /// async_semaphore::wait). The injection policy that reacts to it comes with the pool-policies
+  /// work; today it is observed, not acted on.
+  unsigned blocked_threads = 0;
   std::uint64_t wakeups = 0;           ///< parked workers woken to take work
 };
 

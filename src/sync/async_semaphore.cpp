@@ -8,6 +8,7 @@
 #include <stdexcept>
 
 #include "tpl/detail/futex.hpp"
+#include "tpl/thread_pool.hpp"
 
 namespace tpl {
 
@@ -235,8 +236,10 @@ bool async_semaphore::wait(std::chrono::nanoseconds timeout, const cancellation_
   if (token.can_be_canceled()) {
     reg = token.register_callback([&w] { detail::futex_wake_one(&w.state); });
   }
+  detail::blocking_region blocked;
   const bool infinite = detail::is_infinite(timeout);
-  const auto deadline = std::chrono::steady_clock::now() + (infinite ? std::chrono::nanoseconds(0) : timeout);
+  const auto deadline =
+      detail::saturating_add(std::chrono::steady_clock::now(), infinite ? std::chrono::nanoseconds(0) : timeout);
   for (;;) {
     if (w.state.load(std::memory_order_acquire) != 0) break;
     bool timed_out = false;

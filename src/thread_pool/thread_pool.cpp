@@ -330,6 +330,7 @@ struct thread_pool::impl {
       s.items_executed += w->items_executed.load(std::memory_order_relaxed);
     }
     s.wakeups = wakeups.load(std::memory_order_relaxed);
+    s.blocked_threads = blocked_threads.load(std::memory_order_relaxed);
     return s;
   }
 
@@ -345,6 +346,7 @@ struct thread_pool::impl {
   std::atomic<bool> stopped{false};
   std::atomic<std::uint64_t> wakeups{0};
   std::atomic<int> pushes_in_flight{0};
+  std::atomic<unsigned> blocked_threads{0};
   std::mutex shutdown_lock;
   bool joined = false;
 };
@@ -379,6 +381,17 @@ thread_pool_stats thread_pool::stats() const noexcept { return impl_->stats(); }
 void thread_pool::shutdown() { impl_->shutdown(); }
 
 namespace detail {
+
+blocking_region::blocking_region() noexcept : pool_(thread_pool::impl::t_context.pool) {
+  // relaxed: a statistic today; the injection policy will synchronise through its own state.
+  if (pool_ != nullptr)
+    static_cast<thread_pool::impl*>(pool_)->blocked_threads.fetch_add(1, std::memory_order_relaxed);
+}
+
+blocking_region::~blocking_region() {
+  if (pool_ != nullptr)
+    static_cast<thread_pool::impl*>(pool_)->blocked_threads.fetch_sub(1, std::memory_order_relaxed);
+}
 
 void dispatch(std::coroutine_handle<> h) {
   scheduler* s = t_current_scheduler;

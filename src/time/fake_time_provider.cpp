@@ -33,7 +33,7 @@ struct fake_time_provider::core::fake_timer final : detail::timer_impl {
     period = (detail::is_infinite(new_period) || new_period.count() == 0) ? std::chrono::nanoseconds(0)
                                                                          : new_period;
     armed = !detail::is_infinite(due_in);
-    if (armed) due = owner->now + due_in;
+    if (armed) due = detail::saturating_add(owner->now, due_in);
     return true;
   }
 
@@ -109,7 +109,7 @@ void fake_time_provider::advance(std::chrono::nanoseconds d) {
   std::chrono::system_clock::time_point target;
   {
     std::lock_guard g(core_->mutex);
-    target = core_->now + d;
+    target = detail::saturating_add(core_->now, d);
   }
   advance_to(target);
 }
@@ -137,8 +137,8 @@ void fake_time_provider::advance_to(std::chrono::system_clock::time_point target
       return;
     }
     if (core_->now < next->due) core_->now = next->due;
-    if (next->period.count() > 0)
-      next->due += next->period;  // fires again within this advance if still <= target
+    if (next->period.count() > 0 && next->due != std::chrono::system_clock::time_point::max())
+      next->due = detail::saturating_add(next->due, next->period);  // may fire again in this advance
     else
       next->armed = false;
     ++next->running;

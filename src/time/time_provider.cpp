@@ -86,7 +86,7 @@ struct system_timer final : detail::timer_impl {
   bool disposed = false;
   std::chrono::steady_clock::time_point due;
   std::chrono::nanoseconds period{0};
-  int running = 0;  // callbacks handed to the pool and not finished
+  int running = 0;  // callbacks that have started and not returned
   std::condition_variable idle;
 };
 
@@ -167,12 +167,11 @@ struct timer_queue {
       t->armed = false;
       if (t->period.count() > 0) {
         // Next tick from the previous due time (no drift); skip ticks already missed.
-        auto next = due + t->period;
+        auto next = detail::saturating_add(due, t->period);
         if (next <= now) next += ((now - next) / t->period + 1) * t->period;
         ++t->generation;
         arm_locked(t, next);
       }
-      ++t->running;
       lock.unlock();
       fire(std::move(t));
       lock.lock();
@@ -193,23 +192,24 @@ struct detached {
   };
 };
 
+// A callback counts as running only once it has started: dispose() waits for running callbacks,
+// never for queued ones (those see `disposed` when they start and skip). Waiting for queued ones
+// would deadlock when every pool thread is disposing a timer whose callback is queued behind it.
 detached run_timer_callback(std::shared_ptr<system_timer> t) {
   co_await resume_on(thread_pool::default_pool());
-  bool skip;
   {
     std::lock_guard g(t->queue->mutex);
-    skip = t->disposed;
+    if (t->disposed) co_return;
+    ++t->running;
   }
-  if (!skip) {
-    const system_timer* previous = t_running_timer;
-    t_running_timer = t.get();
-    try {
-      t->callback();
-    } catch (...) {
-      detail::report_callback_exception("a timer callback");
-    }
-    t_running_timer = previous;
+  const system_timer* previous = t_running_timer;
+  t_running_timer = t.get();
+  try {
+    t->callback();
+  } catch (...) {
+    detail::report_callback_exception("a timer callback");
   }
+  t_running_timer = previous;
   std::lock_guard g(t->queue->mutex);
   if (--t->running == 0) t->idle.notify_all();
 }
@@ -227,7 +227,8 @@ bool system_timer::change(std::chrono::nanoseconds due_in, std::chrono::nanoseco
   queue->invalidate_locked(*this);
   period = (detail::is_infinite(new_period) || new_period.count() == 0) ? std::chrono::nanoseconds(0)
                                                                        : new_period;
-  if (!detail::is_infinite(due_in)) queue->arm_locked(self.lock(), std::chrono::steady_clock::now() + due_in);
+  if (!detail::is_infinite(due_in))
+    queue->arm_locked(self.lock(), detail::saturating_add(std::chrono::steady_clock::now(), due_in));
   return true;
 }
 

@@ -17,6 +17,23 @@
 #endif
 #endif
 
+#include <chrono>
+
+namespace tpl::detail {
+/// t + d, clamped to the clock's range (a due time "in a billion years" must not wrap around and
+/// fire at once).
+template <class TimePoint, class Rep, class Period>
+TimePoint saturating_add(TimePoint t, std::chrono::duration<Rep, Period> d) noexcept {
+  using duration = typename TimePoint::duration;
+  if (d.count() <= 0) return t + std::chrono::duration_cast<duration>(d);
+  const auto room = TimePoint::max() - t;
+  if (std::chrono::duration_cast<std::chrono::duration<long double>>(d) >=
+      std::chrono::duration_cast<std::chrono::duration<long double>>(room))
+    return TimePoint::max();
+  return t + std::chrono::duration_cast<duration>(d);
+}
+}  // namespace tpl::detail
+
 #if defined(__GNUC__) || defined(__clang__)
 #define TPL_LIKELY(x) __builtin_expect(!!(x), 1)
 #define TPL_UNLIKELY(x) __builtin_expect(!!(x), 0)
