@@ -3,6 +3,7 @@
 #include <chrono>
 #include <string>
 
+#include "tpl/detail/detached.hpp"
 #include "tpl/detail/futex.hpp"
 #include "tpl/thread_pool.hpp"
 #include "tpl/task.hpp"
@@ -147,26 +148,13 @@ bool block_until_completed(task_state_base& s, std::chrono::steady_clock::time_p
 // ---- deferred firing --------------------------------------------------------------------------
 
 namespace {
-// A detached coroutine: queues itself to the pool, fires the list, frees its own frame.
-struct detached_firing {
-  struct promise_type {
-    detached_firing get_return_object() noexcept { return {}; }
-    std::suspend_never initial_suspend() noexcept { return {}; }
-    std::suspend_never final_suspend() noexcept { return {}; }
-    void return_void() noexcept {}
-    void unhandled_exception() noexcept { std::terminate(); }
-    static void* operator new(std::size_t n) { return frame_alloc(n); }
-    static void operator delete(void* p, std::size_t n) noexcept { frame_free(p, n); }
-  };
-};
-
 struct to_pool {
   bool await_ready() const noexcept { return false; }
   void await_suspend(std::coroutine_handle<> h) const { dispatch(h); }
   void await_resume() const noexcept {}
 };
 
-detached_firing fire_from_pool(waiter* list, bool force_async) {
+detached fire_from_pool(waiter* list, bool force_async) {
   co_await to_pool{};
   task_state_base::fire_waiters(list, force_async);
 }

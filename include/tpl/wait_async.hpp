@@ -18,7 +18,7 @@
 #include <mutex>
 
 #include "tpl/cancellation.hpp"
-#include "tpl/detail/spin_lock.hpp"
+#include "tpl/detail/wait_guards.hpp"
 #include "tpl/task.hpp"
 #include "tpl/time_provider.hpp"
 
@@ -35,9 +35,7 @@ struct wait_async_state final : task_state<T>, pooled_allocation, waiter {
 
   task<T> source;
   std::atomic<bool> decided{false};
-  spin_lock lock;
-  timer clock;                             // guarded by lock
-  cancellation_registration registration;  // guarded by lock
+  wait_guards guards;
 
   enum class outcome { completed, timed_out, canceled };
 
@@ -49,24 +47,12 @@ struct wait_async_state final : task_state<T>, pooled_allocation, waiter {
       this->release_non_last();
       return;
     }
-    if (token.can_be_canceled()) {
-      cancellation_registration r = token.register_callback([this] { finish(outcome::canceled); });
-      std::lock_guard g(lock);
-      registration = std::move(r);
-    }
-    if (decided.load(std::memory_order_acquire)) {
-      clean_up();
-      return;
-    }
-    if (!is_infinite(timeout)) {
-      timer t = provider.create_timer([this] { finish(outcome::timed_out); }, timeout, infinite_timeout);
-      {
-        std::lock_guard g(lock);
-        clock = std::move(t);
-      }
-      // acquire: a winner that cleaned up before we stored the timer left it to us.
-      if (decided.load(std::memory_order_acquire)) clean_up();
-    }
+    if (token.can_be_canceled())
+      guards.set_registration(token.register_callback([this] { finish(outcome::canceled); }));
+    if (!is_infinite(timeout) && !decided.load(std::memory_order_acquire))
+      guards.set_timer(provider.create_timer([this] { finish(outcome::timed_out); }, timeout, infinite_timeout));
+    // acquire: a winner that cleaned up before we stored something left it to us.
+    if (decided.load(std::memory_order_acquire)) guards.clean_up();
   }
 
   static void source_fired(waiter* w, fire_mode) noexcept {
@@ -75,20 +61,10 @@ struct wait_async_state final : task_state<T>, pooled_allocation, waiter {
     self->release();  // the node's reference
   }
 
-  void clean_up() noexcept {
-    timer t;
-    cancellation_registration r;
-    {
-      std::lock_guard g(lock);
-      t = std::move(clock);
-      r = std::move(registration);
-    }
-  }
-
   void finish(outcome how) noexcept {
     // acq_rel: exactly one winner.
     if (decided.exchange(true, std::memory_order_acq_rel)) return;
-    clean_up();
+    guards.clean_up();
     if (how != outcome::completed) {
       // Take our waiter off the source; if completion already took it, its callback drops the
       // node's reference itself.

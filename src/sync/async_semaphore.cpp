@@ -8,6 +8,7 @@
 #include <stdexcept>
 
 #include "tpl/detail/futex.hpp"
+#include "tpl/detail/wait_guards.hpp"
 #include "tpl/thread_pool.hpp"
 
 namespace tpl {
@@ -72,27 +73,17 @@ struct async_semaphore_waiter final : detail::task_state<R>, detail::pooled_allo
 
   async_semaphore* sem;
   std::atomic<bool> resolved{false};
-  detail::spin_lock lock;
-  timer clock;                             // guarded by lock
-  cancellation_registration registration;  // guarded by lock
+  detail::wait_guards guards;
 
   void give_up(outcome how) noexcept {
     if (sem->try_unlink(this)) finish(how);  // else release() or the destructor resolves us
-  }
-
-  void clean_up() noexcept {
-    timer t;
-    cancellation_registration r;
-    std::lock_guard g(lock);
-    t = std::move(clock);
-    r = std::move(registration);
   }
 
   void finish(outcome how) noexcept {
     // seq_cst, before clean_up(): setup code that stores a timer or registration after our
     // clean-up then sees `resolved` and takes it down itself.
     resolved.store(true, std::memory_order_seq_cst);
-    clean_up();
+    guards.clean_up();
     switch (how) {
       case outcome::granted:
         if constexpr (std::is_void_v<R>)
@@ -134,18 +125,12 @@ task<R> start_async_wait(async_semaphore& sem, std::chrono::nanoseconds timeout,
       return task_from_result(true);
   }
   using outcome = typename async_semaphore_waiter<R>::outcome;
-  if (token.can_be_canceled()) {
-    cancellation_registration r = token.register_callback([w] { w->give_up(outcome::canceled); });
-    std::lock_guard g(w->lock);
-    w->registration = std::move(r);
-  }
-  if (provider != nullptr && !detail::is_infinite(timeout)) {
-    timer t = provider->create_timer([w] { w->give_up(outcome::timed_out); }, timeout, infinite_timeout);
-    std::lock_guard g(w->lock);
-    w->clock = std::move(t);
-  }
+  if (token.can_be_canceled())
+    w->guards.set_registration(token.register_callback([w] { w->give_up(outcome::canceled); }));
+  if (provider != nullptr && !detail::is_infinite(timeout))
+    w->guards.set_timer(provider->create_timer([w] { w->give_up(outcome::timed_out); }, timeout, infinite_timeout));
   // If the wait was resolved while we were arming, whatever we armed since is ours to take down.
-  if (w->resolved.load(std::memory_order_seq_cst)) w->clean_up();
+  if (w->resolved.load(std::memory_order_seq_cst)) w->guards.clean_up();
   return result;
 }
 

@@ -12,7 +12,8 @@
 #include <thread>
 #include <vector>
 
-#include "tpl/detail/spin_lock.hpp"
+#include "tpl/detail/detached.hpp"
+#include "tpl/detail/wait_guards.hpp"
 #include "tpl/run.hpp"
 #include "tpl/thread_pool.hpp"
 
@@ -181,21 +182,10 @@ struct timer_queue {
   static void fire(std::shared_ptr<system_timer> t);
 };
 
-// A detached coroutine: moves to the pool, runs the callback, lets disposers go.
-struct detached {
-  struct promise_type {
-    detached get_return_object() noexcept { return {}; }
-    std::suspend_never initial_suspend() noexcept { return {}; }
-    std::suspend_never final_suspend() noexcept { return {}; }
-    void return_void() noexcept {}
-    void unhandled_exception() noexcept { std::terminate(); }
-  };
-};
-
 // A callback counts as running only once it has started: dispose() waits for running callbacks,
 // never for queued ones (those see `disposed` when they start and skip). Waiting for queued ones
 // would deadlock when every pool thread is disposing a timer whose callback is queued behind it.
-detached run_timer_callback(std::shared_ptr<system_timer> t) {
+detail::detached run_timer_callback(std::shared_ptr<system_timer> t) {
   co_await resume_on(thread_pool::default_pool());
   {
     std::lock_guard g(t->queue->mutex);
@@ -324,25 +314,12 @@ namespace {
 struct delay_state final : detail::task_state<void>, detail::pooled_allocation {
   delay_state() noexcept : detail::task_state<void>(2, false, &detail::delete_as<delay_state>) {}
   std::atomic<bool> decided{false};
-  detail::spin_lock lock;
-  timer clock;                            // guarded by lock
-  cancellation_registration registration;  // guarded by lock
-
-  void clean_up() noexcept {
-    timer t;
-    cancellation_registration r;
-    {
-      std::lock_guard g(lock);
-      t = std::move(clock);
-      r = std::move(registration);
-    }
-    // t and r are disposed here, outside the lock.
-  }
+  detail::wait_guards guards;
 
   void finish(bool canceled) noexcept {
     // acq_rel: exactly one winner.
     if (decided.exchange(true, std::memory_order_acq_rel)) return;
-    clean_up();
+    guards.clean_up();
     if (canceled)
       set_canceled();
     else
@@ -363,24 +340,11 @@ task<> delay(std::chrono::nanoseconds d, const cancellation_token& token, time_p
         "tpl: delay(infinite_timeout) with a token that can never be canceled would never complete");
   auto* s = new delay_state();
   task<> result(detail::adopt_state, s);
-  if (token.can_be_canceled()) {
-    cancellation_registration r = token.register_callback([s] { s->finish(true); });
-    std::lock_guard g(s->lock);
-    s->registration = std::move(r);
-  }
-  // acquire: a winner that already cleaned up may have missed what we stored since.
-  if (s->decided.load(std::memory_order_acquire)) {
-    s->clean_up();
-    return result;
-  }
-  if (!detail::is_infinite(d)) {
-    timer t = provider.create_timer([s] { s->finish(false); }, d, infinite_timeout);
-    {
-      std::lock_guard g(s->lock);
-      s->clock = std::move(t);
-    }
-    if (s->decided.load(std::memory_order_acquire)) s->clean_up();
-  }
+  if (token.can_be_canceled()) s->guards.set_registration(token.register_callback([s] { s->finish(true); }));
+  if (!detail::is_infinite(d) && !s->decided.load(std::memory_order_acquire))
+    s->guards.set_timer(provider.create_timer([s] { s->finish(false); }, d, infinite_timeout));
+  // acquire: a winner that cleaned up before we stored something left it to us.
+  if (s->decided.load(std::memory_order_acquire)) s->guards.clean_up();
   return result;
 }
 
