@@ -190,6 +190,7 @@ void cancellation_token_source::destroy() noexcept {
 
 cancellation_token_source cancellation_token_source::create_linked(
     std::span<const cancellation_token> tokens) {
+  if (tokens.empty()) throw std::invalid_argument("tpl: create_linked: no tokens to link to");
   cancellation_token_source linked;
   linked.parents_.reserve(tokens.size());
   for (const cancellation_token& t : tokens) {

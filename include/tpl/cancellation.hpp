@@ -91,7 +91,9 @@ bool try_reset(cancellation_state* s) noexcept;
 }  // namespace detail
 
 /// A callback registered on a token. Destroying (or reset()ing) it unregisters the callback; if the
-/// callback is running on another thread, waits for it to finish first.
+/// callback is running on another thread, waits for it to finish first. A callback may reset its
+/// own registration, but that destroys the callback object (its captures) while it runs, as with
+/// std::stop_callback: copy what you still need into locals before the reset.
 class [[nodiscard]] cancellation_registration {
  public:
   cancellation_registration() noexcept = default;
@@ -223,7 +225,8 @@ class cancellation_token_source {
   /// run). .NET TryReset.
   bool try_reset();
 
-  /// A source canceled when any of the tokens is (or when canceled itself).
+  /// A source canceled when any of the tokens is (or when canceled itself). Throws
+  /// std::invalid_argument for an empty set of tokens (.NET throws ArgumentException).
   static cancellation_token_source create_linked(std::span<const cancellation_token> tokens);
   static cancellation_token_source create_linked(std::initializer_list<cancellation_token> tokens) {
     return create_linked(std::span<const cancellation_token>(tokens.begin(), tokens.size()));

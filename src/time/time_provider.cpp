@@ -299,7 +299,12 @@ void cancellation_token_source::cancel_after(std::chrono::nanoseconds delay, tim
 
 bool cancellation_token_source::try_reset() {
   detail::cancellation_state* s = checked();
-  if (timer_ != nullptr) timer_->change(infinite_timeout, infinite_timeout);
+  if (timer_ != nullptr) {
+    // Dispose, not just disarm: dispose waits for a cancel_after callback that has already
+    // started, so it cannot cancel the source after we report a successful reset.
+    timer_->dispose();
+    timer_.reset();
+  }
   return detail::try_reset(s);
 }
 
