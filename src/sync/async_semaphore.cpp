@@ -42,7 +42,10 @@ void unlink(detail::semaphore_waiter*& head, detail::semaphore_waiter*& tail, de
 // A blocked thread's waiter, on its stack. resolve() publishes and wakes without touching the node
 // afterwards (futex_wake never dereferences it).
 struct blocking_semaphore_waiter : detail::semaphore_waiter {
-  std::atomic<std::uint32_t> state{0};  // 0 waiting, 1 granted, 2 semaphore destroyed
+  // 0 waiting, 1 granted, 2 semaphore destroyed (both final, set by resolve()); 3 cancellation
+  // requested (set by the token callback, only over 0, so that a sleeping waiter wakes and a
+  // waiter about to sleep does not).
+  std::atomic<std::uint32_t> state{0};
   blocking_semaphore_waiter() {
     resolve = [](detail::semaphore_waiter* w, bool granted) noexcept {
       auto* self = static_cast<blocking_semaphore_waiter*>(w);
@@ -51,9 +54,10 @@ struct blocking_semaphore_waiter : detail::semaphore_waiter {
       detail::futex_wake_one(&self->state);
     };
   }
+  static bool resolved(std::uint32_t s) noexcept { return s == 1 || s == 2; }
   void wait_resolved() {
     // acquire: pairs with resolve()'s release.
-    while (state.load(std::memory_order_acquire) == 0) detail::futex_wait(&state, 0);
+    for (std::uint32_t s; !resolved(s = state.load(std::memory_order_acquire));) detail::futex_wait(&state, s);
   }
 };
 
@@ -216,28 +220,39 @@ bool async_semaphore::wait(std::chrono::nanoseconds timeout, const cancellation_
   token.throw_if_cancellation_requested();
   blocking_semaphore_waiter w;
   if (take_or_enqueue(&w)) return true;
-  // Cancellation wakes us through the same futex word with a third value.
+  // Cancellation moves the futex word from 0 to 3, so a cancel that lands just before we sleep is
+  // not lost. The registration is reset (which waits for a running callback) before w goes away.
   cancellation_registration reg;
   if (token.can_be_canceled()) {
-    reg = token.register_callback([&w] { detail::futex_wake_one(&w.state); });
+    reg = token.register_callback([&w] {
+      std::uint32_t expected = 0;
+      // acq_rel: ordered with resolve()'s store; whichever lands first decides what we see.
+      w.state.compare_exchange_strong(expected, 3, std::memory_order_acq_rel);
+      detail::futex_wake_one(&w.state);
+    });
   }
   detail::blocking_region blocked;
   const bool infinite = detail::is_infinite(timeout);
   const auto deadline =
       detail::saturating_add(std::chrono::steady_clock::now(), infinite ? std::chrono::nanoseconds(0) : timeout);
   for (;;) {
-    if (w.state.load(std::memory_order_acquire) != 0) break;
+    std::uint32_t st = w.state.load(std::memory_order_acquire);
+    if (blocking_semaphore_waiter::resolved(st)) break;
+    bool canceled = st == 3;
     bool timed_out = false;
-    if (infinite) {
-      detail::futex_wait(&w.state, 0);
-    } else {
-      timed_out = !detail::futex_wait_until(&w.state, 0, deadline);
+    if (!canceled) {
+      if (infinite)
+        detail::futex_wait(&w.state, 0);
+      else
+        timed_out = !detail::futex_wait_until(&w.state, 0, deadline);
+      st = w.state.load(std::memory_order_acquire);
+      if (blocking_semaphore_waiter::resolved(st)) break;
+      canceled = st == 3;
     }
-    if (w.state.load(std::memory_order_acquire) != 0) break;
-    if (timed_out || token.is_cancellation_requested()) {
+    if (timed_out || canceled) {
       if (try_unlink(&w)) {
         reg.reset();
-        if (token.is_cancellation_requested() && !timed_out) throw operation_canceled();
+        if (canceled) throw operation_canceled();
         return false;
       }
       w.wait_resolved();  // release() took us: it is about to (or did) publish
