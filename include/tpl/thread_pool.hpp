@@ -64,6 +64,9 @@ struct thread_pool_stats {
   /// work; today it is observed, not acted on.
   unsigned blocked_threads = 0;
   std::uint64_t wakeups = 0;           ///< parked workers woken to take work
+  /// Parked workers that found work on their periodic re-check instead of being woken: each one is
+  /// a missed wake-up that the safety net caught (expected 0; see docs/thread-pool.md).
+  std::uint64_t wakeups_by_park_timeout = 0;
 };
 
 class thread_pool final : public scheduler {

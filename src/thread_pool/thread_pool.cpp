@@ -42,6 +42,12 @@ namespace {
 // 18-30 us on the VMs we measure on, so spinning for about that long pays for itself.
 constexpr std::chrono::microseconds kSpinBeforeParkUs{50};
 
+// A parked worker looks at the queues again after this long even if nobody woke it: a safety net
+// (the role .NET's gate thread plays) so that a missed wake-up costs at most this much latency
+// instead of a hang. Every rescue is counted in stats().wakeups_by_park_timeout: the handshake
+// above should make it stay 0, and a non-zero count is a bug report.
+constexpr std::chrono::milliseconds kParkRecheckMs{100};
+
 std::coroutine_handle<> to_handle(void* p) noexcept { return std::coroutine_handle<>::from_address(p); }
 
 }  // namespace
@@ -270,8 +276,19 @@ struct thread_pool::impl {
       // A producer already popped us and counted us as spinning: take its signal.
     }
     // acquire: pairs with the waker's release store.
-    while (self.wake_signal.load(std::memory_order_acquire) == 0)
-      detail::futex_wait(&self.wake_signal, 0);
+    while (self.wake_signal.load(std::memory_order_acquire) == 0) {
+      if (detail::futex_wait_until(&self.wake_signal, 0,
+                                   std::chrono::steady_clock::now() + kParkRecheckMs))
+        continue;
+      if (self.wake_signal.load(std::memory_order_acquire) != 0) break;
+      if ((any_work_seq_cst() || stopping.load(std::memory_order_seq_cst)) && remove_idle(&self)) {
+        // relaxed: a statistic.
+        if (!stopping.load(std::memory_order_relaxed))
+          wakeups_by_park_timeout.fetch_add(1, std::memory_order_relaxed);
+        return false;
+      }
+      // No work, or a waker popped us meanwhile (its signal is on the way): keep waiting.
+    }
     self.wake_signal.store(0, std::memory_order_relaxed);
     return true;
   }
@@ -330,6 +347,7 @@ struct thread_pool::impl {
       s.items_executed += w->items_executed.load(std::memory_order_relaxed);
     }
     s.wakeups = wakeups.load(std::memory_order_relaxed);
+    s.wakeups_by_park_timeout = wakeups_by_park_timeout.load(std::memory_order_relaxed);
     s.blocked_threads = blocked_threads.load(std::memory_order_relaxed);
     return s;
   }
@@ -345,6 +363,7 @@ struct thread_pool::impl {
   std::atomic<bool> stopping{false};
   std::atomic<bool> stopped{false};
   std::atomic<std::uint64_t> wakeups{0};
+  std::atomic<std::uint64_t> wakeups_by_park_timeout{0};
   std::atomic<int> pushes_in_flight{0};
   std::atomic<unsigned> blocked_threads{0};
   std::mutex shutdown_lock;
