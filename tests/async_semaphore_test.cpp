@@ -29,21 +29,7 @@ using tpl::testing::fake_time_provider;
 constexpr auto forever = std::chrono::nanoseconds(tpl::infinite_timeout);
 
 /// Records the order in which waiters acquired the semaphore.
-class acquisition_log {
- public:
-  void add(int id) {
-    std::lock_guard g(mutex_);
-    order_.push_back(id);
-  }
-  std::vector<int> order() const {
-    std::lock_guard g(mutex_);
-    return order_;
-  }
-
- private:
-  mutable std::mutex mutex_;
-  std::vector<int> order_;
-};
+using acquisition_log = tpl_test::ordered_log<int>;
 
 tpl::task<> acquire_and_log(tpl::async_semaphore& sem, int id, acquisition_log& log) {
   co_await sem.wait_async();
@@ -132,10 +118,10 @@ TEST(async_semaphore, waiters_are_served_first_come_first_served) {
   for (int i = 0; i < 5; ++i) waiters.push_back(acquire_and_log(sem, i, log));
   sem.release();
   sem.release();
-  EXPECT_EQ(log.order(), (std::vector<int>{0, 1}));
+  EXPECT_EQ(log.entries(), (std::vector<int>{0, 1}));
   sem.release(3);
   tpl::when_all(waiters).wait();
-  EXPECT_EQ(log.order(), (std::vector<int>{0, 1, 2, 3, 4}));
+  EXPECT_EQ(log.entries(), (std::vector<int>{0, 1, 2, 3, 4}));
 }
 
 TEST(async_semaphore, a_new_waiter_does_not_overtake_queued_ones) {

@@ -149,6 +149,24 @@ std::uint32_t ref_count(const tpl::task<T>& t) {
   return tpl::detail::task_access::state(t)->ref_count_for_tests();
 }
 
+/// Records entries from any thread, in the order they were added.
+template <class T>
+class ordered_log {
+ public:
+  void add(T entry) {
+    std::lock_guard g(mutex_);
+    entries_.push_back(std::move(entry));
+  }
+  std::vector<T> entries() const {
+    std::lock_guard g(mutex_);
+    return entries_;
+  }
+
+ private:
+  mutable std::mutex mutex_;
+  std::vector<T> entries_;
+};
+
 /// A user scheduler: a std::thread of its own that resumes the handles queued on it, in order.
 /// The destructor runs whatever is still queued, then joins the thread.
 class dedicated_thread_scheduler final : public tpl::scheduler {

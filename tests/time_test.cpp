@@ -33,21 +33,7 @@ using tpl::testing::fake_time_provider;
 constexpr auto never = std::chrono::nanoseconds(tpl::infinite_timeout);
 
 /// Records which callbacks ran, in order (callbacks may run on any thread).
-class journal {
- public:
-  void add(std::string entry) {
-    std::lock_guard g(mutex_);
-    entries_.push_back(std::move(entry));
-  }
-  std::vector<std::string> entries() const {
-    std::lock_guard g(mutex_);
-    return entries_;
-  }
-
- private:
-  mutable std::mutex mutex_;
-  std::vector<std::string> entries_;
-};
+using journal = tpl_test::ordered_log<std::string>;
 
 /// Which exception co_await t throws (null if none).
 template <class T>
