@@ -21,6 +21,8 @@
 
 namespace {
 
+using tpl_test::exception_of_await;
+
 using namespace std::chrono_literals;
 using tpl_test::holds;
 using tpl_test::thrown_by;
@@ -34,17 +36,6 @@ using acquisition_log = tpl_test::ordered_log<int>;
 tpl::task<> acquire_and_log(tpl::async_semaphore& sem, int id, acquisition_log& log) {
   co_await sem.wait_async();
   log.add(id);
-}
-
-/// Which exception co_await t throws (null if none).
-template <class T>
-tpl::task<std::exception_ptr> exception_of_await(tpl::task<T> t) {
-  try {
-    co_await t;
-  } catch (...) {
-    co_return std::current_exception();
-  }
-  co_return nullptr;
 }
 
 /// The guarded-section pattern from the header: at most `limit` bodies at once.

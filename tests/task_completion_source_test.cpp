@@ -19,6 +19,8 @@
 
 namespace {
 
+using tpl_test::exception_of_await;
+
 using tpl_test::holds;
 using tpl_test::scaled;
 using tpl_test::test_error;
@@ -34,15 +36,6 @@ std::vector<std::exception_ptr> errors(std::initializer_list<int> ids) {
 tpl::task<std::thread::id> thread_after_awaiting(tpl::task<int> t) {
   co_await t;
   co_return std::this_thread::get_id();
-}
-
-tpl::task<std::exception_ptr> exception_of_await(tpl::task<int> t) {
-  try {
-    co_await t;
-  } catch (...) {
-    co_return std::current_exception();
-  }
-  co_return nullptr;
 }
 
 tpl::task<std::unique_ptr<int>> take_by_await(tpl::task<std::unique_ptr<int>> t) {

@@ -17,6 +17,8 @@
 
 namespace {
 
+using tpl_test::exception_of_await;
+
 using tpl_test::holds;
 using tpl_test::test_error;
 using tpl_test::test_error_id;
@@ -94,17 +96,6 @@ tpl::task<std::unique_ptr<int>> unique_after_yield(int v) {
 tpl::task<int> yields_then_returns(int v) {
   co_await tpl::yield();
   co_return v;
-}
-
-/// Which exception co_await t throws (null if none).
-template <class T>
-tpl::task<std::exception_ptr> exception_of_await(tpl::task<T> t) {
-  try {
-    co_await t;
-  } catch (...) {
-    co_return std::current_exception();
-  }
-  co_return nullptr;
 }
 
 tpl::task<bool> suppressed_await_completes(tpl::task<int> t) {

@@ -114,6 +114,17 @@ std::exception_ptr thrown_by(F&& f) {
   return nullptr;
 }
 
+/// Which exception co_await t throws (null if none).
+template <class T>
+tpl::task<std::exception_ptr> exception_of_await(tpl::task<T> t) {
+  try {
+    co_await t;
+  } catch (...) {
+    co_return std::current_exception();
+  }
+  co_return nullptr;
+}
+
 /// What wait() threw, as the inner exceptions of the aggregate_exception it must be. Fails the
 /// test (and returns an empty list) if wait() returned or threw something else.
 template <class T>

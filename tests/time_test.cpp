@@ -24,6 +24,8 @@
 
 namespace {
 
+using tpl_test::exception_of_await;
+
 using namespace std::chrono_literals;
 using tpl_test::holds;
 using tpl_test::test_error;
@@ -34,17 +36,6 @@ constexpr auto never = std::chrono::nanoseconds(tpl::infinite_timeout);
 
 /// Records which callbacks ran, in order (callbacks may run on any thread).
 using journal = tpl_test::ordered_log<std::string>;
-
-/// Which exception co_await t throws (null if none).
-template <class T>
-tpl::task<std::exception_ptr> exception_of_await(tpl::task<T> t) {
-  try {
-    co_await t;
-  } catch (...) {
-    co_return std::current_exception();
-  }
-  co_return nullptr;
-}
 
 tpl::task<std::thread::id> thread_after_delay(std::chrono::nanoseconds d, tpl::time_provider& clock) {
   co_await tpl::delay(d, clock);

@@ -17,6 +17,8 @@
 
 namespace {
 
+using tpl_test::exception_of_await;
+
 using namespace std::chrono_literals;
 using tpl_test::holds;
 using tpl_test::ref_count;
@@ -24,17 +26,6 @@ using tpl_test::test_error;
 using tpl_test::test_error_id;
 using tpl_test::thrown_by;
 using tpl::testing::fake_time_provider;
-
-/// Which exception co_await t throws (null if none).
-template <class T>
-tpl::task<std::exception_ptr> exception_of_await(tpl::task<T> t) {
-  try {
-    co_await t;
-  } catch (...) {
-    co_return std::current_exception();
-  }
-  co_return nullptr;
-}
 
 /// Seed-style consumer: gives up on a slow operation after a timeout and reports what happened.
 tpl::task<std::string> value_or_timeout(tpl::task<int> slow, tpl::time_provider& clock) {

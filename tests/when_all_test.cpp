@@ -16,6 +16,8 @@
 
 namespace {
 
+using tpl_test::exception_of_await;
+
 template <class T>
 T co_await_or_get(tpl::task<T>&& t) {
   return tpl::sync_wait([](tpl::task<T> t) -> tpl::task<T> { co_return co_await std::move(t); }(std::move(t)));
@@ -25,16 +27,6 @@ using tpl_test::holds;
 using tpl_test::test_error;
 using tpl_test::test_error_id;
 using tpl_test::wait_inner_exceptions;
-
-template <class T>
-tpl::task<std::exception_ptr> exception_of_await(tpl::task<T> t) {
-  try {
-    co_await t;
-  } catch (...) {
-    co_return std::current_exception();
-  }
-  co_return nullptr;
-}
 
 tpl::task<int> yields_then_returns(int v) {
   co_await tpl::yield();
