@@ -62,6 +62,16 @@ void task_state_base::throw_for_wait() const {
   throw aggregate_exception(std::move(all));
 }
 
+bool is_operation_canceled(const std::exception_ptr& e) noexcept {
+  try {
+    std::rethrow_exception(e);
+  } catch (const operation_canceled&) {
+    return true;
+  } catch (...) {
+    return false;
+  }
+}
+
 void throw_empty_task(const char* operation) {
   throw invalid_operation(std::string("tpl: ") + operation +
                           " on an empty task (default-constructed or moved-from)");

@@ -442,13 +442,7 @@ template <class T = void>
 task<T> task_from_exception(std::exception_ptr e) {
   if (!e) throw std::invalid_argument("task_from_exception: null exception_ptr");
   auto* s = new detail::ready_state<T>();
-  bool canceled = false;
-  try {
-    std::rethrow_exception(e);
-  } catch (const operation_canceled&) {
-    canceled = true;
-  } catch (...) {
-  }
+  const bool canceled = detail::is_operation_canceled(e);
   s->set_error(std::move(e), canceled);
   s->publish_completion_unshared();
   return task<T>(detail::adopt_state, s);

@@ -92,13 +92,7 @@ class task_completion_source {
   /// Faults the task with e (an operation_canceled exception cancels it, as in .NET).
   bool try_set_exception(std::exception_ptr e) {
     if (!e) throw std::invalid_argument("try_set_exception: null exception_ptr");
-    bool canceled = false;
-    try {
-      std::rethrow_exception(e);
-    } catch (const operation_canceled&) {
-      canceled = true;
-    } catch (...) {
-    }
+    const bool canceled = detail::is_operation_canceled(e);
     checked();
     return try_complete_with_error(std::move(e), canceled);
   }

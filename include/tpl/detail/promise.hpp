@@ -96,13 +96,7 @@ class promise_base : public task_state<T> {
 
   void unhandled_exception() noexcept {
     std::exception_ptr e = std::current_exception();
-    bool canceled = false;
-    try {
-      throw;
-    } catch (const operation_canceled&) {
-      canceled = true;
-    } catch (...) {
-    }
+    const bool canceled = is_operation_canceled(e);
     this->set_error(std::move(e), canceled);
   }
 

@@ -444,6 +444,9 @@ void delete_as(task_state_base* s) noexcept {
   delete static_cast<Derived*>(s);
 }
 
+/// True if e (not null) holds an operation_canceled: a task faulted with it ends canceled.
+bool is_operation_canceled(const std::exception_ptr& e) noexcept;
+
 /// Blocks the calling thread until the task completes.
 void block_until_completed(task_state_base& s);
 /// As block_until_completed, up to the deadline; true if completed.
