@@ -134,7 +134,7 @@ void block_until_completed(task_state_base& s) {
   blocking_waiter w;
   w.on_complete = &blocking_waiter::fire;
   if (!s.add_waiter(&w)) return;
-  blocking_region blocked;
+  blocking_region blocked("task::wait()");
   // acquire: pairs with fire()'s release.
   while (w.done.load(std::memory_order_acquire) == 0) futex_wait(&w.done, 0);
 }
@@ -143,7 +143,7 @@ bool block_until_completed(task_state_base& s, std::chrono::steady_clock::time_p
   blocking_waiter w;
   w.on_complete = &blocking_waiter::fire;
   if (!s.add_waiter(&w)) return true;
-  blocking_region blocked;
+  blocking_region blocked("task::wait_for()");
   while (w.done.load(std::memory_order_acquire) == 0) {
     if (!futex_wait_until(&w.done, 0, deadline)) {
       if (s.remove_waiter(&w)) return false;

@@ -48,6 +48,12 @@ class scheduler {
   /// The scheduler whose item the calling thread is running (a pool worker: its pool), or nullptr.
   static scheduler* current() noexcept { return detail::t_current_scheduler; }
 
+  /// Called on the current scheduler when the item it runs is about to block its thread (tpl's
+  /// blocking waits and tpl::blocking_scope; `what` names the call, e.g. "task::wait()"). The
+  /// default does nothing; a scheduler that runs everything on one thread throws here, because
+  /// blocking would deadlock it.
+  virtual void on_blocking_call(const char* what) { (void)what; }
+
  protected:
   /// Resumes a handle taken from this scheduler's queue, with this scheduler current while it runs
   /// and through tpl's bounded-depth trampoline. Schedulers run their items through this, not

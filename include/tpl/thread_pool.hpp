@@ -1,72 +1,179 @@
-// tpl/thread_pool.hpp — tpl::thread_pool: the work-stealing thread pool every task runs on.
+// tpl/thread_pool.hpp — tpl::thread_pool: the work-stealing thread pool every task runs on, with
+// .NET's thread-injection policies (starvation gate, cooperative blocking, hill climbing), its
+// options, statistics and decision events; tpl::blocking_scope.
 //
 // Each worker owns a lock-free work-stealing deque (owner pushes and pops LIFO, thieves steal
 // FIFO); a global FIFO queue takes work queued from outside the pool and yields. Workers look for
-// work in the order: own deque, global queue, other workers' deques (random start). An idle worker
-// spins briefly, then parks; a parked worker is woken only when no other worker is already
-// searching, so a burst of queued items costs one wake-up, not one per item (a cross-core wake
-// costs tens of microseconds on a VM).
+// work in the order: own deque, (assigned extra global queue), global queue, other global queues,
+// other workers' deques (random start). An idle worker spins briefly, then parks; a parked worker
+// is woken only when no other worker is already searching.
+//
+// How many threads run is decided like .NET's PortableThreadPool: the pool starts with
+// `thread_count` workers (the minimum, default one per core) and keeps a goal for how many may
+// process work at once. The goal rises while pool threads are blocked in tpl waits (or inside a
+// tpl::blocking_scope), when queued work makes no progress for 500 ms (starvation), and when hill
+// climbing finds that more threads give more throughput; threads above the goal stop taking work,
+// and idle threads exit after `idle_timeout`. docs/thread-pool.md explains every decision.
 //
 //   tpl::thread_pool pool({.thread_count = 4});
 //   auto t = tpl::run(pool, [] { return 6 * 7; });
 //   int v = tpl::sync_wait(t);
 //
-//   tpl::thread_pool::default_pool();     // the process-wide pool: one thread per core
+//   tpl::thread_pool::default_pool();     // the process-wide pool (configured by TPL_THREADPOOL_*)
+//
+//   void read_config() {                  // on a pool thread: announce a blocking call
+//     tpl::blocking_scope blocking;       // the pool may add a thread while this lives
+//     std::ifstream f("config.ini"); ...
+//   }
+//
+//   pool.set_event_listener([](const tpl::thread_pool_event& e) { log(to_string(e)); });
 //
 // Destroying a pool (or calling shutdown()) runs everything already queued, including work queued by
-// that work, then joins the threads: no queued item is dropped. Work scheduled on a pool after
+// that work, then stops the threads: no queued item is dropped. Work scheduled on a pool after
 // shutdown() has drained it runs inline on the scheduling thread (while the object still exists;
 // scheduling on a destroyed pool is a use after free like any other). A pool must not be shut
 // down from one of its own threads.
 #pragma once
 
+#include <chrono>
 #include <coroutine>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "tpl/scheduler.hpp"
 
 namespace tpl {
 
-namespace detail {
-/// Marks a blocking wait on the calling thread: while it lives, the thread's pool (if the thread is
-/// a pool worker) counts the worker as blocked. Every blocking wait in tpl goes through one.
-class blocking_region {
+/// Announces a blocking call on the calling thread (.NET's cooperative blocking, which tpl extends
+/// to user code). While it lives, if the thread is a pool worker, the pool counts it as blocked and
+/// raises its thread goal by one, so queued work keeps running; the goal drops back when the scope
+/// ends. On other threads it costs a thread-local read. Every blocking wait in tpl holds one
+/// (task::wait/get/wait_for, sync_wait, async_semaphore::wait, the blocking primitives).
+///
+/// If the current scheduler refuses blocking (a single-threaded test scheduler would deadlock),
+/// the constructor throws the scheduler's error; `what` names the call in that message.
+class blocking_scope {
  public:
-  blocking_region() noexcept;
-  ~blocking_region();
-  blocking_region(const blocking_region&) = delete;
-  blocking_region& operator=(const blocking_region&) = delete;
+  explicit blocking_scope(const char* what = "a blocking call");
+  ~blocking_scope();
+  blocking_scope(const blocking_scope&) = delete;
+  blocking_scope& operator=(const blocking_scope&) = delete;
 
  private:
   void* pool_;
 };
+
+namespace detail {
+/// The name tpl's own blocking waits use.
+using blocking_region = blocking_scope;
 }  // namespace detail
 
+/// How the pool adds threads when work waits and every thread is busy.
+enum class injection_policy : std::uint8_t {
+  /// .NET's portable pool: starvation gate, cooperative blocking, hill climbing (the default).
+  adaptive,
+  /// Adds a thread at once whenever a worker blocks in a tpl wait while work waits, and checks for
+  /// starvation every 10 ms instead of 500 ms, with no CPU condition (the seeds' Windows-pool
+  /// flavour: fast injection under blocking, at the price of more threads).
+  eager,
+};
+
 struct thread_pool_options {
-  /// Number of worker threads; 0 means one per hardware thread.
+  /// Minimum (and starting) number of workers: the pool's size when nothing blocks. 0 means one
+  /// per hardware thread. .NET's SetMinThreads.
   unsigned thread_count = 0;
   /// Prefix of the workers' thread names (visible in debuggers and top).
   std::string thread_name = "tpl-worker";
+  /// Most workers the pool may ever have (.NET's SetMaxThreads); 0 means 32767.
+  unsigned max_threads = 0;
+  /// An idle worker exits after this long without work (.NET: 20 s). The pool re-creates threads
+  /// on demand.
+  std::chrono::milliseconds idle_timeout{20'000};
+  injection_policy injection = injection_policy::adaptive;
+  /// Hill climbing (throughput-driven changes of the goal). .NET's HillClimbing.Disable.
+  bool hill_climbing = true;
+  /// Raise the goal while workers block in tpl waits / blocking_scope.
+  bool cooperative_blocking = true;
+  /// Number of extra global queues (each shared by up to 16 workers). Unset: ceil(cores / 16) on
+  /// machines with more than 32 cores, else none. Set to force a count (tests on small machines).
+  std::optional<unsigned> extra_global_queues = std::nullopt;
+
+  /// These options overridden by the environment variables TPL_THREADPOOL_MIN_THREADS,
+  /// _MAX_THREADS, _HILL_CLIMBING (0/1), _COOPERATIVE_BLOCKING (0/1), _INJECTION
+  /// (adaptive/eager), _IDLE_TIMEOUT_MS and _GLOBAL_QUEUES. A malformed or out-of-range value
+  /// throws std::invalid_argument naming the variable. default_pool() is built from this.
+  static thread_pool_options from_environment();
+  static thread_pool_options from_environment(thread_pool_options base);
 };
 
+/// Why the pool changed its thread count or goal.
+enum class thread_pool_reason : std::uint8_t {
+  startup,        ///< the initial `thread_count` workers
+  demand,         ///< work waited, the goal allowed another thread (e.g. after idle threads exited)
+  starvation,     ///< queued work made no progress for a gate period
+  blocking,       ///< workers blocked in tpl waits / blocking_scope
+  hill_climbing,  ///< a throughput-driven move
+  eager,          ///< the eager injection policy
+  idle_timeout,   ///< an idle worker exited
+  unblocked,      ///< blocked workers resumed (the goal drops back)
+  configuration,  ///< set_min_threads / set_max_threads
+};
+
+enum class thread_pool_event_kind : std::uint8_t { thread_injected, thread_retired, goal_changed };
+
+struct thread_pool_event {
+  thread_pool_event_kind kind;
+  thread_pool_reason reason;
+  std::chrono::steady_clock::time_point time;
+  unsigned existing_threads;  ///< after the decision
+  unsigned goal;              ///< after the decision
+  unsigned previous_goal;     ///< goal_changed: the goal before
+  unsigned blocked_threads;
+};
+
+const char* to_string(thread_pool_reason r) noexcept;
+const char* to_string(thread_pool_event_kind k) noexcept;
+/// One line, as TPL_THREADPOOL_TRACE=1 prints it.
+std::string to_string(const thread_pool_event& e);
+
+/// Hill climbing's state, as .NET's HillClimbing logs it.
+enum class hill_climbing_state : std::uint8_t {
+  warmup, initializing, random_move, climbing_move, change_point, stabilizing, starvation,
+  thread_timed_out
+};
+const char* to_string(hill_climbing_state s) noexcept;
+
 struct thread_pool_stats {
-  unsigned thread_count = 0;
-  unsigned idle_threads = 0;
-  unsigned spinning_threads = 0;
-  std::size_t global_queue_length = 0;
-  std::size_t local_queue_length = 0;  ///< summed over all workers
-  std::uint64_t items_executed = 0;
-  /// Workers currently blocked in a tpl blocking wait (task::wait/get, sync_wait,
-  /// async_semaphore::wait). The injection policy that reacts to it comes with the pool-policies
-  /// work; today it is observed, not acted on.
+  unsigned thread_count = 0;       ///< existing worker threads
+  unsigned processing_threads = 0; ///< workers not parked (running, searching or blocked)
+  unsigned goal = 0;               ///< how many may process work at once
+  unsigned min_threads = 0;
+  unsigned max_threads = 0;
+  unsigned idle_threads = 0;       ///< parked
+  unsigned spinning_threads = 0;   ///< searching for work
+  /// Workers currently blocked in a tpl blocking wait or a blocking_scope.
   unsigned blocked_threads = 0;
-  std::uint64_t wakeups = 0;           ///< parked workers woken to take work
+  std::size_t global_queue_length = 0;  ///< the global queue plus the extra global queues
+  std::size_t local_queue_length = 0;   ///< summed over all workers
+  std::uint64_t items_executed = 0;     ///< work items completed
+  std::uint64_t threads_injected_by_starvation = 0;
+  std::uint64_t threads_injected_by_blocking = 0;
+  std::uint64_t threads_injected_by_hill_climbing = 0;
+  std::uint64_t threads_injected_by_eager = 0;
+  std::uint64_t threads_injected_by_demand = 0;  ///< re-created after idle threads exited
+  std::uint64_t threads_retired = 0;
+  std::uint64_t wakeups = 0;                     ///< parked workers woken to take work
   /// Parked workers that found work on their periodic re-check instead of being woken: each one is
   /// a missed wake-up that the safety net caught (expected 0; see docs/thread-pool.md).
   std::uint64_t wakeups_by_park_timeout = 0;
+  hill_climbing_state hill_climbing = hill_climbing_state::warmup;  ///< last transition
+  double hill_climbing_control_setting = 0;  ///< the goal hill climbing aims at (before the wave)
+  unsigned hill_climbing_sample_ms = 0;      ///< current sampling interval
+  unsigned extra_global_queues = 0;
 };
 
 class thread_pool final : public scheduler {
@@ -77,7 +184,9 @@ class thread_pool final : public scheduler {
   thread_pool& operator=(const thread_pool&) = delete;
 
   /// The process-wide pool used by tpl::run, yield() and asynchronous continuations. Created on
-  /// first use, never destroyed (its threads end with the process).
+  /// first use from thread_pool_options::from_environment() (a bad TPL_THREADPOOL_* value throws
+  /// std::invalid_argument from this call), never destroyed (its threads end with the process).
+  /// TPL_THREADPOOL_TRACE=1 prints its events to stderr.
   static thread_pool& default_pool();
 
   /// The pool whose worker is the calling thread, or nullptr.
@@ -86,13 +195,31 @@ class thread_pool final : public scheduler {
   /// Queues h: on this worker's own deque when called from one of this pool's threads, else on
   /// the global queue.
   void schedule(std::coroutine_handle<> h) override;
-  /// Queues h on the global queue, behind the work already waiting (yield()).
+  /// Queues h on a global queue, behind the work already waiting (yield()).
   void schedule_after_others(std::coroutine_handle<> h) override;
 
+  /// Existing worker threads.
   unsigned thread_count() const noexcept;
   thread_pool_stats stats() const noexcept;
 
-  /// Runs all queued work (and the work it queues) to the end and joins the threads. Idempotent;
+  /// .NET SetMinThreads / SetMaxThreads: false (and no change) if n is 0, above 32767, or
+  /// min > max would result.
+  bool set_min_threads(unsigned n);
+  bool set_max_threads(unsigned n);
+  unsigned min_threads() const noexcept;
+  unsigned max_threads() const noexcept;
+
+  /// Receives every decision (thread injected, retired, goal changed) with its reason, on the
+  /// thread that made it; must be thread-safe and must not block. An empty function removes it.
+  void set_event_listener(std::function<void(const thread_pool_event&)> listener);
+  /// Prints every event to stderr, one line each (what TPL_THREADPOOL_TRACE=1 turns on).
+  void set_trace(bool on);
+
+  /// If h is the item most recently queued on the calling worker's own deque, takes it back and
+  /// runs it here (task::wait() uses this before blocking). Returns whether it ran.
+  bool try_run_inline(std::coroutine_handle<> h);
+
+  /// Runs all queued work (and the work it queues) to the end and stops the threads. Idempotent;
   /// the destructor calls it. Must not be called from one of this pool's threads.
   void shutdown();
 

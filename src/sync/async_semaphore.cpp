@@ -231,7 +231,7 @@ bool async_semaphore::wait(std::chrono::nanoseconds timeout, const cancellation_
       detail::futex_wake_one(&w.state);
     });
   }
-  detail::blocking_region blocked;
+  detail::blocking_region blocked("async_semaphore::wait()");
   const bool infinite = detail::is_infinite(timeout);
   const auto deadline =
       detail::saturating_add(std::chrono::steady_clock::now(), infinite ? std::chrono::nanoseconds(0) : timeout);

@@ -1,0 +1,126 @@
+// thread_pool_options::from_environment and the to_string functions of the pool's public enums.
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+#include "tpl/detail/pool_policy.hpp"
+#include "tpl/thread_pool.hpp"
+
+namespace tpl {
+
+namespace {
+
+[[noreturn]] void bad(const char* name, const char* value, const char* expected) {
+  throw std::invalid_argument(std::string("tpl: environment variable ") + name + "=\"" + value +
+                              "\" is invalid: expected " + expected);
+}
+
+// A whole decimal number in [lo, hi], nothing else (no sign, no trailing text).
+unsigned long long parse_unsigned(const char* name, const char* value, unsigned long long lo,
+                                  unsigned long long hi, const char* expected) {
+  if (*value == '\0') bad(name, value, expected);
+  for (const char* p = value; *p != '\0'; ++p)
+    if (*p < '0' || *p > '9') bad(name, value, expected);
+  errno = 0;
+  char* end = nullptr;
+  const unsigned long long v = std::strtoull(value, &end, 10);
+  if (errno == ERANGE || v < lo || v > hi) bad(name, value, expected);
+  return v;
+}
+
+bool parse_bool(const char* name, const char* value) {
+  if (std::strcmp(value, "1") == 0 || std::strcmp(value, "true") == 0) return true;
+  if (std::strcmp(value, "0") == 0 || std::strcmp(value, "false") == 0) return false;
+  bad(name, value, "0, 1, true or false");
+}
+
+}  // namespace
+
+thread_pool_options thread_pool_options::from_environment() { return from_environment(thread_pool_options{}); }
+
+thread_pool_options thread_pool_options::from_environment(thread_pool_options o) {
+  if (const char* v = std::getenv("TPL_THREADPOOL_MIN_THREADS"))
+    o.thread_count = static_cast<unsigned>(
+        parse_unsigned("TPL_THREADPOOL_MIN_THREADS", v, 1, detail::kMaxPoolThreads, "an integer in 1..32767"));
+  if (const char* v = std::getenv("TPL_THREADPOOL_MAX_THREADS"))
+    o.max_threads = static_cast<unsigned>(
+        parse_unsigned("TPL_THREADPOOL_MAX_THREADS", v, 1, detail::kMaxPoolThreads, "an integer in 1..32767"));
+  if (const char* v = std::getenv("TPL_THREADPOOL_HILL_CLIMBING"))
+    o.hill_climbing = parse_bool("TPL_THREADPOOL_HILL_CLIMBING", v);
+  if (const char* v = std::getenv("TPL_THREADPOOL_COOPERATIVE_BLOCKING"))
+    o.cooperative_blocking = parse_bool("TPL_THREADPOOL_COOPERATIVE_BLOCKING", v);
+  if (const char* v = std::getenv("TPL_THREADPOOL_INJECTION")) {
+    if (std::strcmp(v, "adaptive") == 0)
+      o.injection = injection_policy::adaptive;
+    else if (std::strcmp(v, "eager") == 0)
+      o.injection = injection_policy::eager;
+    else
+      bad("TPL_THREADPOOL_INJECTION", v, "adaptive or eager");
+  }
+  if (const char* v = std::getenv("TPL_THREADPOOL_IDLE_TIMEOUT_MS"))
+    o.idle_timeout = std::chrono::milliseconds(parse_unsigned(
+        "TPL_THREADPOOL_IDLE_TIMEOUT_MS", v, 1, 24ull * 3600 * 1000, "milliseconds in 1..86400000"));
+  if (const char* v = std::getenv("TPL_THREADPOOL_GLOBAL_QUEUES"))
+    o.extra_global_queues = static_cast<unsigned>(
+        parse_unsigned("TPL_THREADPOOL_GLOBAL_QUEUES", v, 0, 4096, "an integer in 0..4096"));
+  const unsigned min = o.thread_count, max = o.max_threads;
+  if (min != 0 && max != 0 && min > max)
+    throw std::invalid_argument("tpl: TPL_THREADPOOL_MIN_THREADS (" + std::to_string(min) +
+                                ") is above TPL_THREADPOOL_MAX_THREADS (" + std::to_string(max) + ")");
+  return o;
+}
+
+const char* to_string(thread_pool_reason r) noexcept {
+  switch (r) {
+    case thread_pool_reason::startup: return "startup";
+    case thread_pool_reason::demand: return "demand";
+    case thread_pool_reason::starvation: return "starvation";
+    case thread_pool_reason::blocking: return "blocking";
+    case thread_pool_reason::hill_climbing: return "hill_climbing";
+    case thread_pool_reason::eager: return "eager";
+    case thread_pool_reason::idle_timeout: return "idle_timeout";
+    case thread_pool_reason::unblocked: return "unblocked";
+    case thread_pool_reason::configuration: return "configuration";
+  }
+  return "?";
+}
+
+const char* to_string(thread_pool_event_kind k) noexcept {
+  switch (k) {
+    case thread_pool_event_kind::thread_injected: return "thread_injected";
+    case thread_pool_event_kind::thread_retired: return "thread_retired";
+    case thread_pool_event_kind::goal_changed: return "goal_changed";
+  }
+  return "?";
+}
+
+const char* to_string(hill_climbing_state s) noexcept {
+  switch (s) {
+    case hill_climbing_state::warmup: return "warmup";
+    case hill_climbing_state::initializing: return "initializing";
+    case hill_climbing_state::random_move: return "random_move";
+    case hill_climbing_state::climbing_move: return "climbing_move";
+    case hill_climbing_state::change_point: return "change_point";
+    case hill_climbing_state::stabilizing: return "stabilizing";
+    case hill_climbing_state::starvation: return "starvation";
+    case hill_climbing_state::thread_timed_out: return "thread_timed_out";
+  }
+  return "?";
+}
+
+std::string to_string(const thread_pool_event& e) {
+  const auto us = std::chrono::duration_cast<std::chrono::microseconds>(e.time.time_since_epoch()).count();
+  char buf[256];
+  std::snprintf(buf, sizeof buf, "tpl-pool t=%lld.%06lld %s reason=%s threads=%u goal=%u%s%s blocked=%u",
+                static_cast<long long>(us / 1000000), static_cast<long long>(us % 1000000), to_string(e.kind),
+                to_string(e.reason), e.existing_threads, e.goal,
+                e.kind == thread_pool_event_kind::goal_changed ? " previous_goal=" : "",
+                e.kind == thread_pool_event_kind::goal_changed ? std::to_string(e.previous_goal).c_str() : "",
+                e.blocked_threads);
+  return buf;
+}
+
+}  // namespace tpl
