@@ -130,7 +130,21 @@ struct blocking_waiter : waiter {
 };
 }  // namespace
 
+namespace {
+// Before blocking on a task whose coroutine sits queued on this worker's own deque (typically
+// queued by this very thread a moment ago), run it here: the wait may then not block at all
+// (.NET's wait inlining).
+bool ran_inline(task_state_base& s) {
+  void* frame = s.frame_address();
+  if (frame == nullptr) return false;
+  thread_pool* pool = thread_pool::current();
+  if (pool == nullptr) return false;
+  return pool->try_run_inline(std::coroutine_handle<>::from_address(frame));
+}
+}  // namespace
+
 void block_until_completed(task_state_base& s) {
+  if (ran_inline(s) && s.is_completed()) return;
   blocking_waiter w;
   w.on_complete = &blocking_waiter::fire;
   if (!s.add_waiter(&w)) return;
@@ -140,6 +154,7 @@ void block_until_completed(task_state_base& s) {
 }
 
 bool block_until_completed(task_state_base& s, std::chrono::steady_clock::time_point deadline) {
+  if (ran_inline(s) && s.is_completed()) return true;
   blocking_waiter w;
   w.on_complete = &blocking_waiter::fire;
   if (!s.add_waiter(&w)) return true;

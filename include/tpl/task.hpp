@@ -94,6 +94,12 @@ constexpr bool has_option(task_continuation_options set, task_continuation_optio
 /// Options when creating a task or task_completion_source (.NET TaskCreationOptions).
 enum class task_creation_options : std::uint32_t {
   none = 0,
+  /// task_factory::start_new: queue behind the work already waiting (the global FIFO queue), not
+  /// on the calling worker's own deque (.NET PreferFairness).
+  prefer_fairness = 1,
+  /// task_factory::start_new: run on a thread of its own, not a pool thread, so that a long or
+  /// blocking body takes no pool thread (.NET LongRunning).
+  long_running = 2,
   /// Continuations of the task are always queued to the pool instead of running inline on the
   /// thread that completes it (.NET RunContinuationsAsynchronously).
   run_continuations_asynchronously = 64,
@@ -384,7 +390,10 @@ namespace detail {
 template <class T>
 class task_promise final : public value_promise<T, task_promise<T>> {
  public:
-  task<T> get_return_object() noexcept { return task<T>(adopt_state, this); }
+  task<T> get_return_object() noexcept {
+    this->set_frame_address(std::coroutine_handle<task_promise>::from_promise(*this).address());
+    return task<T>(adopt_state, this);
+  }
 };
 
 template <class T, class F, class R>

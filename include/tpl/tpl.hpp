@@ -13,6 +13,8 @@
 #include "tpl/task.hpp"
 #include "tpl/task_completion_source.hpp"
 #include "tpl/thread_pool.hpp"
+#include "tpl/dedicated_thread_scheduler.hpp"
+#include "tpl/task_factory.hpp"
 #include "tpl/value_task.hpp"
 #include "tpl/when_all.hpp"
 #include "tpl/when_any.hpp"

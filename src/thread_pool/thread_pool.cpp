@@ -683,7 +683,8 @@ struct thread_pool::impl {
       if (now >= next_starvation) {
         cpu_now = cpu.sample();
         next_starvation = now + period;
-        if (starvation.tick(now, items_completed(), any_work_seq_cst(), cpu_now)) inject_for_starvation();
+        if (starvation.tick(now, items_completed(), any_work_seq_cst(), cpu_now, load_counts().goal))
+          inject_for_starvation();
       }
 
       if (options.hill_climbing && options.injection == injection_policy::adaptive && now >= next_hc) {

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <chrono>
+#include <algorithm>
 #include <complex>
 #include <cstdint>
 #include <random>
@@ -64,24 +65,27 @@ constexpr std::chrono::milliseconds blocking_injection_delay(unsigned existing, 
 }
 
 /// The starvation gate's rule: tick() once per gate period; it answers true (add one thread) when
-/// work waited through a whole period in which no item was completed, and the CPU is not busy
-/// (below `cpu_limit`, .NET: 80%). After a true it starts a new period, so a starved pool gains
-/// exactly one thread per period.
+/// work waited through a whole period in which no item was completed. When the CPU is busy (at or
+/// above `cpu_limit`, .NET: 80%) the period stretches to goal x 2 periods (.NET's
+/// DequeueDelayThreshold), so a busy machine gets threads more slowly but a stalled pool is never
+/// left without one. After a true it starts a new period, so a starved pool gains exactly one
+/// thread per period.
 class starvation_detector {
  public:
   using clock = std::chrono::steady_clock;
   explicit starvation_detector(std::chrono::milliseconds period, double cpu_limit = 0.8) noexcept
       : period_(period), cpu_limit_(cpu_limit) {}
 
-  bool tick(clock::time_point now, std::uint64_t completed, bool work_waiting, double cpu) noexcept {
+  bool tick(clock::time_point now, std::uint64_t completed, bool work_waiting, double cpu,
+            unsigned goal = 1) noexcept {
     if (!started_ || completed != last_completed_ || !work_waiting) {
       started_ = true;
       last_completed_ = completed;
       since_ = now;
       return false;
     }
-    if (now - since_ < period_) return false;
-    if (cpu >= cpu_limit_) return false;
+    const auto needed = cpu < cpu_limit_ ? period_ : period_ * 2 * std::max(1u, goal);
+    if (now - since_ < needed) return false;
     since_ = now;
     return true;
   }

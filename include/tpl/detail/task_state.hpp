@@ -317,6 +317,16 @@ class task_state_base {
   std::vector<std::exception_ptr> exceptions() const;
 
   void set_run_continuations_asynchronously(bool v) noexcept { run_continuations_asynchronously_ = v; }
+
+  /// The coroutine frame this state lives in (what a scheduler queues to resume it), or nullptr.
+  void* frame_address() const noexcept {
+    return frame_offset_ == 0 ? nullptr
+                              : const_cast<char*>(reinterpret_cast<const char*>(this)) - frame_offset_;
+  }
+  void set_frame_address(void* frame) noexcept {
+    const auto d = reinterpret_cast<const char*>(this) - static_cast<const char*>(frame);
+    if (d > 0 && d < 65536) frame_offset_ = static_cast<std::uint16_t>(d);
+  }
   void make_immortal() noexcept { immortal_ = true; }
 
  protected:
@@ -348,6 +358,9 @@ class task_state_base {
   bool error_is_aggregate_ = false;
   bool suspended_once_ = false;  // coroutine tasks: did the body ever suspend (see promise)
   bool has_error_ = false;
+  // Coroutine tasks: this object's distance from the start of its coroutine frame (0: not a
+  // coroutine, or unknown). Lets a blocking wait recognise the task's own queued item.
+  std::uint16_t frame_offset_ = 0;
   destroy_fn destroy_;
   alignas(std::exception_ptr) unsigned char error_storage_[sizeof(std::exception_ptr)];
 };
