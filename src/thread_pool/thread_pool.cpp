@@ -347,8 +347,8 @@ struct thread_pool::impl {
         if (injection_due_now(why)) {
           if (start_worker(why, /*spinning_token=*/true)) return;
         } else {
-          pending_blocking_injection.store(true, std::memory_order_relaxed);
-          kick_gate();
+          // relaxed: read by the gate after it takes gate_lock, which wake_gate() takes too.
+          if (!pending_blocking_injection.exchange(true, std::memory_order_relaxed)) wake_gate();
         }
       }
       // Nobody was woken: give the request back, then look again, in case a worker registered as
@@ -616,6 +616,13 @@ struct thread_pool::impl {
     // seq_cst: pairs with the gate's store of gate_idle and its re-check of the counts and queues
     // (Dekker): either we see it idle and wake it, or it sees our state change and stays awake.
     if (!gate_idle.load(std::memory_order_seq_cst)) return;
+    std::lock_guard g(gate_lock);
+    gate_kicked = true;
+    gate_cv.notify_one();
+  }
+
+  // Wakes the gate whatever it is doing (it re-plans its next wake-up).
+  void wake_gate() {
     std::lock_guard g(gate_lock);
     gate_kicked = true;
     gate_cv.notify_one();
