@@ -24,6 +24,7 @@
 
 #include <coroutine>
 
+#include "tpl/detail/flow.hpp"
 #include "tpl/detail/trampoline.hpp"
 
 namespace tpl {
@@ -62,6 +63,7 @@ class scheduler {
     scheduler* previous = detail::t_current_scheduler;
     detail::t_current_scheduler = this;
     detail::run_item(h);
+    detail::reset_context();  // each item starts in the default execution context
     detail::t_current_scheduler = previous;
   }
 };

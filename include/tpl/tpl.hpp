@@ -15,6 +15,7 @@
 #include "tpl/thread_pool.hpp"
 #include "tpl/dedicated_thread_scheduler.hpp"
 #include "tpl/task_factory.hpp"
+#include "tpl/async_local.hpp"
 #include "tpl/value_task.hpp"
 #include "tpl/when_all.hpp"
 #include "tpl/when_any.hpp"

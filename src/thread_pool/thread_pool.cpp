@@ -45,6 +45,7 @@
 #endif
 
 #include "global_queue.hpp"
+#include "tpl/detail/flow.hpp"
 #include "tpl/detail/futex.hpp"
 #include "tpl/detail/pool_policy.hpp"
 #include "tpl/detail/trampoline.hpp"
@@ -457,6 +458,7 @@ struct thread_pool::impl {
 
   void run(worker& self, void* item) {
     detail::run_item(to_handle(item));
+    detail::reset_context();  // each item starts in the default execution context
     // relaxed: a statistic, written only by this thread.
     self.items_executed.store(self.items_executed.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   }

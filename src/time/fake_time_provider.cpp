@@ -1,6 +1,8 @@
 // testing::fake_time_provider: timers fire only inside advance() / set_utc_now(), on the caller.
 #include "tpl/testing/fake_time_provider.hpp"
 
+#include "tpl/async_local.hpp"
+
 #include <condition_variable>
 #include <mutex>
 #include <stdexcept>
@@ -92,6 +94,7 @@ std::int64_t fake_time_provider::timestamp() const {
 timer fake_time_provider::create_timer(std::function<void()> callback, std::chrono::nanoseconds due,
                                        std::chrono::nanoseconds period) {
   if (!callback) throw std::invalid_argument("tpl: create_timer: empty callback");
+  callback = detail::with_captured_context(std::move(callback));
   detail::check_timeout(due, "create_timer(due)");
   detail::check_timeout(period, "create_timer(period)");
   std::shared_ptr<core::fake_timer> t;

@@ -1,6 +1,8 @@
 // time_provider basics, the system provider's timer thread, delay().
 #include "tpl/time_provider.hpp"
 
+#include "tpl/async_local.hpp"
+
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
@@ -251,6 +253,7 @@ class system_provider final : public time_provider {
   timer create_timer(std::function<void()> callback, std::chrono::nanoseconds due,
                      std::chrono::nanoseconds period) override {
     if (!callback) throw std::invalid_argument("tpl: create_timer: empty callback");
+    callback = detail::with_captured_context(std::move(callback));
     detail::check_timeout(due, "create_timer(due)");
     detail::check_timeout(period, "create_timer(period)");
     auto t = std::make_shared<system_timer>(&the_timer_queue(), std::move(callback));

@@ -15,6 +15,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "tpl/detail/flow.hpp"
 #include "tpl/detail/frame_pool.hpp"
 #include "tpl/detail/task_state.hpp"
 #include "tpl/detail/trampoline.hpp"
@@ -32,18 +33,32 @@ decltype(auto) get_awaiter(A&& a) {
   }
 }
 
-/// Forwards to the real awaiter and records that the coroutine suspended (see file comment).
+/// Forwards to the real awaiter, records that the coroutine suspended (see file comment), and
+/// hands the execution context over at the suspension and back at the resumption (flow.hpp).
 template <class Awaiter>
 struct marking_awaiter {
   Awaiter inner;
+  coroutine_flow* flow = nullptr;  // set when await_suspend ran: await_resume then takes it back
 
   bool await_ready() { return inner.await_ready(); }
   template <class P>
   decltype(auto) await_suspend(std::coroutine_handle<P> h) {
-    h.promise().mark_suspended();  // before: once inner.await_suspend runs, h may resume elsewhere
-    return inner.await_suspend(h);
+    // All before inner.await_suspend: once it runs, h may resume on another thread.
+    h.promise().mark_suspended();
+    flow = &h.promise().flow();
+    flow->suspend();
+    try {
+      return inner.await_suspend(h);
+    } catch (...) {
+      flow->resume();  // the coroutine goes on here, with the exception
+      flow = nullptr;
+      throw;
+    }
   }
-  decltype(auto) await_resume() { return inner.await_resume(); }
+  decltype(auto) await_resume() {
+    if (flow != nullptr) flow->resume();
+    return inner.await_resume();
+  }
 };
 
 /// Publishes a finished coroutine's completion, drops the coroutine's own reference and fires
@@ -68,6 +83,7 @@ struct final_awaiter {
   bool await_ready() const noexcept { return false; }
   template <class P>
   void await_suspend(std::coroutine_handle<P> h) const noexcept {
+    h.promise().flow().finish();
     finish_coroutine(h.promise());
   }
   void await_resume() const noexcept {}
@@ -79,6 +95,10 @@ struct cancel_current_task {
   bool await_ready() const noexcept { return false; }
   template <class P>
   void await_suspend(std::coroutine_handle<P> h) const noexcept {
+    // Awaited through marking_awaiter, whose suspend() already ran: take the context back, then
+    // end the flow as a completing coroutine does.
+    h.promise().flow().resume();
+    h.promise().flow().finish();
     h.promise().set_canceled();
     finish_coroutine(h.promise());
   }
@@ -89,7 +109,7 @@ template <class T, class Derived>
 class promise_base : public task_state<T> {
  public:
   // The returned handle's reference, and the running coroutine's unit (dropped at final suspend).
-  promise_base() noexcept : task_state<T>(1, true, &destroy_frame) {}
+  promise_base() noexcept : task_state<T>(1, true, &destroy_frame) { flow_.start(); }
 
   std::suspend_never initial_suspend() const noexcept { return {}; }
   final_awaiter final_suspend() const noexcept { return {}; }
@@ -107,6 +127,7 @@ class promise_base : public task_state<T> {
   }
 
   void mark_suspended() noexcept { this->suspended_once_ = true; }
+  coroutine_flow& flow() noexcept { return flow_; }
   bool suspended_once() const noexcept { return this->suspended_once_; }
   bool continuations_forced_async() const noexcept { return this->run_continuations_asynchronously_; }
 
@@ -114,6 +135,8 @@ class promise_base : public task_state<T> {
   static void operator delete(void* p, std::size_t n) noexcept { frame_free(p, n); }
 
  private:
+  coroutine_flow flow_;
+
   static void destroy_frame(task_state_base* s) noexcept {
     std::coroutine_handle<Derived>::from_promise(static_cast<Derived&>(*s)).destroy();
   }

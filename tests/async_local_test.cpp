@@ -1,0 +1,208 @@
+// async_local<T>, execution_context and suppress_flow: values flow into started work and across
+// awaits on any thread, never back out to the caller; pool threads start each item clean.
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <tpl/tpl.hpp>
+
+#include "test_support.hpp"
+
+namespace {
+
+tpl::async_local<int> number;
+tpl::async_local<std::string> name;
+
+tpl::task<int> read_number_after_yield() {
+  co_await tpl::yield();
+  co_return number.value();
+}
+
+tpl::task<> set_number(int v) {
+  number.set(v);
+  co_await tpl::yield();
+  EXPECT_EQ(number.value(), v);
+}
+
+struct reset_on_exit {
+  ~reset_on_exit() {
+    number.reset();
+    name.reset();
+  }
+};
+
+TEST(async_local, unset_reads_the_default_value) {
+  EXPECT_EQ(number.value(), 0);
+  EXPECT_EQ(name.value(), "");
+  EXPECT_FALSE(number.has_value());
+}
+
+TEST(async_local, set_and_reset_on_the_same_thread) {
+  reset_on_exit r;
+  number.set(5);
+  name.set("five");
+  EXPECT_TRUE(number.has_value());
+  EXPECT_EQ(number.value(), 5);
+  EXPECT_EQ(name.value(), "five");
+  number.set(6);
+  EXPECT_EQ(number.value(), 6);
+  number.reset();
+  EXPECT_FALSE(number.has_value());
+  EXPECT_EQ(name.value(), "five");  // the other local is untouched
+}
+
+TEST(async_local, flows_into_run_and_across_awaits_on_other_threads) {
+  reset_on_exit r;
+  number.set(42);
+  name.set("request-1");
+  auto t = tpl::run([]() -> tpl::task<std::string> {
+    co_await tpl::yield();
+    const int n = co_await read_number_after_yield();
+    co_return name.value() + ":" + std::to_string(n);
+  });
+  EXPECT_EQ(tpl::sync_wait(t), "request-1:42");
+}
+
+TEST(async_local, changes_inside_a_task_do_not_flow_back_to_the_caller) {
+  reset_on_exit r;
+  number.set(1);
+  tpl::sync_wait(set_number(2));  // suspends, completes on a pool thread
+  EXPECT_EQ(number.value(), 1);
+  auto sync_child = []() -> tpl::task<> {
+    number.set(3);  // completes without suspending
+    co_return;
+  };
+  tpl::sync_wait(sync_child());
+  EXPECT_EQ(number.value(), 1);
+}
+
+TEST(async_local, a_parent_keeps_its_value_after_awaiting_a_child_that_changed_it) {
+  reset_on_exit r;
+  auto parent = []() -> tpl::task<std::pair<int, int>> {
+    number.set(10);
+    co_await set_number(20);
+    const int after_child = number.value();
+    co_await tpl::yield();
+    co_return std::make_pair(after_child, number.value());
+  };
+  const auto [a, b] = tpl::sync_wait(parent());
+  EXPECT_EQ(a, 10);
+  EXPECT_EQ(b, 10);
+  EXPECT_EQ(number.value(), 0);  // and the test's thread never saw either
+}
+
+TEST(async_local, concurrent_flows_keep_their_own_values) {
+  auto flow = [](int id) -> tpl::task<int> {
+    number.set(id);
+    int bad = 0;
+    for (int k = 0; k < 20; ++k) {
+      co_await tpl::yield();
+      if (number.value() != id) ++bad;
+    }
+    co_return bad;
+  };
+  std::vector<tpl::task<int>> ts;
+  const int n = tpl_test::scaled(200, 40);
+  for (int i = 1; i <= n; ++i) ts.push_back(tpl::run([&flow, i] { return flow(i); }));
+  int bad = 0;
+  for (int b : tpl::sync_wait(tpl::when_all(ts))) bad += b;
+  EXPECT_EQ(bad, 0);
+}
+
+TEST(async_local, pool_items_start_in_the_default_context) {
+  // Items run after flows that set values still see nothing.
+  std::vector<tpl::task<>> ts;
+  for (int i = 1; i <= 50; ++i) ts.push_back(tpl::run([i]() -> tpl::task<> {
+    number.set(i);
+    co_await tpl::yield();
+  }));
+  tpl::sync_wait(tpl::when_all(ts));
+  std::vector<tpl::task<int>> reads;
+  for (int i = 0; i < 50; ++i) reads.push_back(tpl::run([] { return number.value(); }));
+  for (int v : tpl::sync_wait(tpl::when_all(reads))) EXPECT_EQ(v, 0);
+}
+
+TEST(async_local, suppress_flow_starts_new_work_in_the_default_context) {
+  reset_on_exit r;
+  number.set(7);
+  tpl::task<int> suppressed;
+  {
+    auto s = tpl::suppress_flow();
+    suppressed = tpl::run([] { return number.value(); });
+    EXPECT_EQ(number.value(), 7);  // the current code keeps its value
+    EXPECT_TRUE(tpl::execution_context::capture().is_default());
+  }
+  auto flowing = tpl::run([] { return number.value(); });
+  EXPECT_EQ(tpl::sync_wait(suppressed), 0);
+  EXPECT_EQ(tpl::sync_wait(flowing), 7);
+  EXPECT_EQ(number.value(), 7);
+  auto s = tpl::suppress_flow();
+  s.undo();
+  EXPECT_FALSE(tpl::execution_context::capture().is_default());
+}
+
+TEST(async_local, execution_context_capture_and_run) {
+  reset_on_exit r;
+  number.set(1);
+  const tpl::execution_context captured = tpl::execution_context::capture();
+  number.set(2);
+  const int inside = tpl::execution_context::run(captured, [] {
+    const int v = number.value();
+    number.set(99);  // does not leak out of run()
+    return v;
+  });
+  EXPECT_EQ(inside, 1);
+  EXPECT_EQ(number.value(), 2);
+  tpl::execution_context empty;
+  EXPECT_TRUE(empty.is_default());
+  EXPECT_EQ(tpl::execution_context::run(empty, [] { return number.value(); }), 0);
+  EXPECT_EQ(number.value(), 2);
+}
+
+TEST(async_local, flows_into_continuations_and_timer_callbacks) {
+  reset_on_exit r;
+  tpl::testing::fake_time_provider clock;
+  number.set(11);
+  int seen_by_timer = -1;
+  tpl::timer t = clock.create_timer([&] { seen_by_timer = number.value(); }, std::chrono::seconds(1),
+                                    tpl::infinite_timeout);
+  tpl::task_completion_source<> tcs;
+  auto cont = tcs.get_task().continue_with([](const tpl::task<>&) { return number.value(); });
+  number.set(12);  // after creation: neither sees it
+  clock.advance(std::chrono::seconds(1));
+  EXPECT_EQ(seen_by_timer, 11);
+  EXPECT_EQ(number.value(), 12);
+  tcs.set_result();
+  EXPECT_EQ(tpl::sync_wait(cont), 11);
+}
+
+TEST(async_local, a_thread_that_exits_with_a_value_set_leaks_nothing) {
+  std::thread([] {
+    number.set(3);
+    name.set(std::string(100, 'x'));  // boxed: heap-allocated
+  }).join();
+  SUCCEED();  // LeakSanitizer (debug-asan) checks the rest
+}
+
+TEST(async_local, many_locals_and_updates_keep_every_value) {
+  reset_on_exit r;
+  tpl::async_local<int> a, b, c, d;
+  for (int i = 0; i < 1000; ++i) {
+    a.set(i);
+    b.set(i + 1);
+    c.set(i + 2);
+    d.set(i + 3);
+  }
+  EXPECT_EQ(a.value() + b.value() + c.value() + d.value(), 999 * 4 + 6);
+  auto t = tpl::run([&] { return a.value() + d.value(); });
+  EXPECT_EQ(tpl::sync_wait(t), 999 + 1002);
+  a.reset();
+  b.reset();
+  c.reset();
+  d.reset();
+}
+
+}  // namespace
