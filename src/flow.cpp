@@ -26,7 +26,7 @@ thread_local flow_exit_hook t_exit_hook;
 
 void set_current_context(context_data* d) noexcept {
   (void)&t_exit_hook;  // odr-use: constructs the hook on this thread
-  flow_state& f = t_flow;
+  flow_state& f = flow_tls();
   context_data* old = f.current;
   f.current = d;
   release(old);

@@ -44,7 +44,7 @@ void release_chain_to_system(free_block* head, std::size_t c) {
 // not leak frames.
 struct exit_hook {
   ~exit_hook() {
-    frame_cache& cache = t_frame_cache;
+    frame_cache& cache = frame_cache_tls();
     cache.hook_state = 2;  // frees from here on (other thread_local dtors) go direct
     for (std::size_t c = 0; c < kFrameClassCount; ++c) {
       free_block* head = cache.head[c];
@@ -68,13 +68,13 @@ struct exit_hook {
 void install_exit_hook() {
   static thread_local exit_hook hook;
   (void)&hook;  // odr-use: constructs it on this thread, so its destructor runs at thread exit
-  t_frame_cache.hook_state = 1;
+  frame_cache_tls().hook_state = 1;
 }
 
 }  // namespace
 
 void* frame_alloc_slow(std::size_t c) {
-  frame_cache& cache = t_frame_cache;
+  frame_cache& cache = frame_cache_tls();
   if (cache.hook_state == 0) install_exit_hook();
   transfer_list& t = transfer(c);
   batch got;
@@ -93,7 +93,7 @@ void* frame_alloc_slow(std::size_t c) {
 }
 
 void frame_free_slow(void* p, std::size_t c) {
-  frame_cache& cache = t_frame_cache;
+  frame_cache& cache = frame_cache_tls();
   auto* b = static_cast<free_block*>(p);
   if (cache.hook_state == 2) {  // thread exit: the cache is gone
     ::operator delete(p);
@@ -132,7 +132,7 @@ void frame_free_slow(void* p, std::size_t c) {
 
 std::size_t frame_pool_cached_on_this_thread() noexcept {
   std::size_t n = 0;
-  for (std::size_t c = 0; c < kFrameClassCount; ++c) n += t_frame_cache.count[c];
+  for (std::size_t c = 0; c < kFrameClassCount; ++c) n += frame_cache_tls().count[c];
   return n;
 }
 

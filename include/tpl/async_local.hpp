@@ -40,7 +40,7 @@ class async_local {
 
   /// The value in the calling thread's current context, or T{} if it was never set there.
   T value() const {
-    const detail::context_data* c = detail::t_flow.current;
+    const detail::context_data* c = detail::flow_tls().current;
     const detail::context_entry* e = c != nullptr ? c->find(this) : nullptr;
     if (e == nullptr) return T{};
     if constexpr (detail::stored_inline_v<T>) {
@@ -54,7 +54,7 @@ class async_local {
 
   /// Whether a value was set in the current context (reset() removes it).
   bool has_value() const noexcept {
-    const detail::context_data* c = detail::t_flow.current;
+    const detail::context_data* c = detail::flow_tls().current;
     return c != nullptr && c->find(this) != nullptr;
   }
 
@@ -62,7 +62,7 @@ class async_local {
   template <class U = T>
     requires std::is_constructible_v<T, U&&>
   void set(U&& v) {
-    const detail::context_data* cur = detail::t_flow.current;
+    const detail::context_data* cur = detail::flow_tls().current;
     detail::context_data* next = detail::context_data::copy_with_room(cur);
     detail::context_entry* slot = nullptr;
     for (std::uint32_t i = 0; i < next->count; ++i)
@@ -88,7 +88,7 @@ class async_local {
 
   /// Removes the value from the current context (value() then gives T{}).
   void reset() {
-    const detail::context_data* cur = detail::t_flow.current;
+    const detail::context_data* cur = detail::flow_tls().current;
     if (cur == nullptr || cur->find(this) == nullptr) return;
     detail::context_data* next = detail::context_data::copy_with_room(cur);
     for (std::uint32_t i = 0; i < next->count; ++i) {
@@ -129,7 +129,7 @@ class execution_context {
 
   /// The calling thread's current context (the default one while flow is suppressed).
   static execution_context capture() noexcept {
-    const detail::flow_state& f = detail::t_flow;
+    const detail::flow_state& f = detail::flow_tls();
     execution_context c;
     if (!f.suppressed) {
       c.d_ = f.current;
@@ -144,8 +144,8 @@ class execution_context {
     struct restore {
       detail::context_data* saved;
       ~restore() { detail::set_current_context(saved); }
-    } r{detail::t_flow.current};
-    detail::t_flow.current = nullptr;  // ownership moved to r
+    } r{detail::flow_tls().current};
+    detail::flow_tls().current = nullptr;  // ownership moved to r
     detail::add_ref(ctx.d_);
     detail::set_current_context(ctx.d_);
     return static_cast<F&&>(fn)();
@@ -164,13 +164,13 @@ class execution_context {
 /// The current code keeps its own values. Restore with the destructor or undo(); nesting is allowed.
 class [[nodiscard]] flow_suppression {
  public:
-  flow_suppression() noexcept : previous_(detail::t_flow.suppressed) { detail::t_flow.suppressed = true; }
+  flow_suppression() noexcept : previous_(detail::flow_tls().suppressed) { detail::flow_tls().suppressed = true; }
   ~flow_suppression() { undo(); }
   flow_suppression(const flow_suppression&) = delete;
   flow_suppression& operator=(const flow_suppression&) = delete;
   void undo() noexcept {
     if (active_) {
-      detail::t_flow.suppressed = previous_;
+      detail::flow_tls().suppressed = previous_;
       active_ = false;
     }
   }

@@ -33,6 +33,7 @@ class scheduler;
 
 namespace detail {
 inline thread_local scheduler* t_current_scheduler = nullptr;
+TPL_TLS_ACCESSOR(scheduler*, current_scheduler_tls, t_current_scheduler)
 }  // namespace detail
 
 class scheduler {
@@ -47,7 +48,7 @@ class scheduler {
   virtual void schedule_after_others(std::coroutine_handle<> h) { schedule(h); }
 
   /// The scheduler whose item the calling thread is running (a pool worker: its pool), or nullptr.
-  static scheduler* current() noexcept { return detail::t_current_scheduler; }
+  static scheduler* current() noexcept { return detail::current_scheduler_tls(); }
 
   /// Called on the current scheduler when the item it runs is about to block its thread (tpl's
   /// blocking waits and tpl::blocking_scope; `what` names the call, e.g. "task::wait()"). The
@@ -60,11 +61,11 @@ class scheduler {
   /// and through tpl's bounded-depth trampoline. Schedulers run their items through this, not
   /// h.resume().
   void run(std::coroutine_handle<> h) noexcept {
-    scheduler* previous = detail::t_current_scheduler;
-    detail::t_current_scheduler = this;
+    scheduler* previous = detail::current_scheduler_tls();
+    detail::current_scheduler_tls() = this;
     detail::run_item(h);
     detail::reset_context();  // each item starts in the default execution context
-    detail::t_current_scheduler = previous;
+    detail::current_scheduler_tls() = previous;
   }
 };
 

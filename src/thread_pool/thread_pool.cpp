@@ -475,7 +475,7 @@ struct thread_pool::impl {
     pthread_setname_np(pthread_self(), name.substr(0, 15).c_str());
 #endif
     t_context = thread_context{this, &self};
-    detail::t_current_scheduler = owner;
+    detail::current_scheduler_tls() = owner;
     for (;;) {
       void* item = find_work(self);
       if (item == nullptr && !is_spinning && may_start_spinning()) {
@@ -508,7 +508,7 @@ struct thread_pool::impl {
       is_spinning = r == park_result::woken;
     }
     t_context = thread_context{nullptr, nullptr};
-    detail::t_current_scheduler = nullptr;
+    detail::current_scheduler_tls() = nullptr;
     thread_exited(self);
   }
 
@@ -1008,7 +1008,7 @@ blocking_scope::~blocking_scope() {
 namespace detail {
 
 void dispatch(std::coroutine_handle<> h) {
-  scheduler* s = t_current_scheduler;
+  scheduler* s = current_scheduler_tls();
   if (s != nullptr)
     s->schedule(h);
   else
@@ -1016,7 +1016,7 @@ void dispatch(std::coroutine_handle<> h) {
 }
 
 void dispatch_after_others(std::coroutine_handle<> h) {
-  scheduler* s = t_current_scheduler;
+  scheduler* s = current_scheduler_tls();
   if (s != nullptr)
     s->schedule_after_others(h);
   else

@@ -44,6 +44,25 @@ TimePoint saturating_add(TimePoint t, std::chrono::duration<Rep, Period> d) noex
 #define TPL_NOINLINE
 #endif
 
+// Thread-local access from code that is inlined into coroutine bodies goes through an accessor.
+// Clang 16 may compute a thread-local's address once, before coroutine splitting, and keep it in
+// the coroutine frame across a suspension (loop-invariant code motion), so a coroutine resumed on
+// another thread would use the first thread's variable (seen under TSan on the destroy stack).
+// Under clang the accessor is a call that the optimiser can neither inline nor hoist (the asm
+// makes the address opaque); under g++, which splits coroutines before optimising, it is the
+// variable itself.
+#if defined(__clang__)
+#define TPL_TLS_ACCESSOR(type, name, var)   \
+  [[gnu::noinline]] inline type& name() noexcept { \
+    type* p = &var;                         \
+    asm volatile("" : "+r"(p));             \
+    return *p;                              \
+  }
+#else
+#define TPL_TLS_ACCESSOR(type, name, var) \
+  [[gnu::always_inline]] inline type& name() noexcept { return var; }
+#endif
+
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #define TPL_CPU_RELAX() _mm_pause()

@@ -3,7 +3,7 @@
 //
 // A context is an immutable, reference-counted array of (key, value) entries; setting a value
 // makes a new array (copy on write), so capturing a context is a pointer copy. The calling thread's
-// current context lives in t_flow.current (an owned reference, nullptr = the default context).
+// current context lives in flow_tls().current (an owned reference, nullptr = the default context).
 //
 // Flow through a tpl coroutine follows .NET's rule that an async method's changes flow into what it
 // awaits and calls, but never back out to its caller:
@@ -107,6 +107,7 @@ struct flow_state {
   bool suppressed;        // suppress_flow(): new coroutines start in the default context
 };
 inline thread_local flow_state t_flow{nullptr, false};
+TPL_TLS_ACCESSOR(flow_state, flow_tls, t_flow)
 
 /// Replaces the calling thread's context (takes ownership of `d`), releasing the old one. Registers
 /// a thread-exit hook the first time a thread holds a context, so no reference leaks at exit.
@@ -114,7 +115,7 @@ void set_current_context(context_data* d) noexcept;
 
 /// Back to the default context (pool threads after each item).
 inline void reset_context() noexcept {
-  flow_state& f = t_flow;
+  flow_state& f = flow_tls();
   if (TPL_UNLIKELY(f.current != nullptr)) {
     context_data* old = f.current;
     f.current = nullptr;
@@ -129,7 +130,7 @@ struct coroutine_flow {
 
   /// At the start of the coroutine, on the caller's thread.
   void start() noexcept {
-    flow_state& f = t_flow;
+    flow_state& f = flow_tls();
     outer = f.current;
     if (TPL_UNLIKELY(f.current != nullptr)) {
       if (f.suppressed)
@@ -140,21 +141,21 @@ struct coroutine_flow {
   }
   /// At each suspension, before the awaiter can hand the coroutine to another thread.
   void suspend() noexcept {
-    flow_state& f = t_flow;
+    flow_state& f = flow_tls();
     own = f.current;
     f.current = outer;
     outer = nullptr;
   }
   /// At each resumption, on the resuming thread.
   void resume() noexcept {
-    flow_state& f = t_flow;
+    flow_state& f = flow_tls();
     outer = f.current;
     f.current = own;
     own = nullptr;
   }
   /// At the end (final suspension), before completion is published.
   void finish() noexcept {
-    flow_state& f = t_flow;
+    flow_state& f = flow_tls();
     context_data* mine = f.current;
     f.current = outer;
     outer = nullptr;

@@ -56,6 +56,7 @@ struct frame_cache {
 };
 
 inline thread_local frame_cache t_frame_cache{};
+TPL_TLS_ACCESSOR(frame_cache, frame_cache_tls, t_frame_cache)
 
 // Cached blocks are poisoned except for their link word, so that LeakSanitizer can still follow
 // the free lists (a block reachable only through poisoned memory is reported as leaked).
@@ -82,7 +83,7 @@ inline std::size_t frame_class_of(std::size_t bytes) noexcept {
 inline void* frame_alloc(std::size_t bytes) {
   if (TPL_UNLIKELY(bytes > kMaxPooledFrameBytes || bytes == 0)) return ::operator new(bytes);
   const std::size_t c = frame_class_of(bytes);
-  frame_cache& cache = t_frame_cache;
+  frame_cache& cache = frame_cache_tls();
   free_block* b = cache.head[c];
   if (TPL_LIKELY(b != nullptr)) {
     unpoison_cached_block(b, c);
@@ -99,7 +100,7 @@ inline void frame_free(void* p, std::size_t bytes) noexcept {
     return;
   }
   const std::size_t c = frame_class_of(bytes);
-  frame_cache& cache = t_frame_cache;
+  frame_cache& cache = frame_cache_tls();
   if (TPL_LIKELY(cache.count[c] < kMaxCachedFramesPerClass && cache.hook_state == 1)) {
     auto* b = static_cast<free_block*>(p);
     b->next = cache.head[c];

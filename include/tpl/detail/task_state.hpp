@@ -64,6 +64,7 @@ struct destroy_stack {
   bool active;
 };
 inline thread_local destroy_stack t_destroy_stack{};
+TPL_TLS_ACCESSOR(destroy_stack, destroy_stack_tls, t_destroy_stack)
 
 class task_state_base {
  public:
@@ -188,7 +189,7 @@ class task_state_base {
   /// from a fresh stack.
   static void fire_waiters(waiter* list, bool force_async) noexcept {
     if (list == nullptr) return;
-    trampoline_state& t = t_trampoline;
+    trampoline_state& t = trampoline_tls();
     if (TPL_UNLIKELY(t.depth >= kMaxInlineResumeDepth)) {
       fire_waiters_later(list, force_async);
       return;
@@ -258,7 +259,7 @@ class task_state_base {
   /// A frame that holds the handle of the previous task of a chain destroys that one in its turn;
   /// done recursively, a 1,000,000-link chain would overflow the stack when its last handle goes.
   void destroy_without_recursion() noexcept {
-    destroy_stack& d = t_destroy_stack;
+    destroy_stack& d = destroy_stack_tls();
     if (d.active) {
       // The state is dead: its head word is free to link it into the pending list.
       head_.store(reinterpret_cast<std::uintptr_t>(d.pending), std::memory_order_relaxed);

@@ -33,6 +33,7 @@ struct trampoline_state {
 };
 
 inline thread_local trampoline_state t_trampoline{};
+TPL_TLS_ACCESSOR(trampoline_state, trampoline_tls, t_trampoline)
 
 /// Queues h on the calling thread's current scheduler, or the default pool.
 void dispatch(std::coroutine_handle<> h);
@@ -40,7 +41,7 @@ void dispatch(std::coroutine_handle<> h);
 /// Resumes h on this thread now, or queues it if this thread is already kMaxInlineResumeDepth
 /// resumptions deep.
 inline void resume_inline(std::coroutine_handle<> h) noexcept {
-  trampoline_state& t = t_trampoline;
+  trampoline_state& t = trampoline_tls();
   if (TPL_UNLIKELY(t.depth >= kMaxInlineResumeDepth)) {
     dispatch(h);
     return;
