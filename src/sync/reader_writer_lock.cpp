@@ -82,6 +82,8 @@ bool reader_writer_lock::acquire_write(std::chrono::nanoseconds timeout) {
     return true;
   }
   if (timeout.count() == 0) return false;
+  if ((s & kWaitingWriterMask) == kWaitingWriterMask)
+    throw invalid_operation("tpl: reader_writer_lock: too many waiting writers (2047)");
   // Announce ourselves so that new readers queue behind us. seq_cst: a state change (see file comment).
   s = state_.fetch_add(kWaitingWriterOne, std::memory_order_seq_cst) + kWaitingWriterOne;
   spin_wait sw;
