@@ -187,10 +187,12 @@ long long rw_lock_stress(bool quick) {
 
 // ---- multiple_serial (seed 000) -------------------------------------------------------------------
 // A small per-thread buffer pool standing in for ArrayPool<byte>.Shared (thread-local buckets).
+// Out of line: the coroutine below loops around a yield that may move it to another thread, and
+// an inlined thread-local access could be hoisted out of the loop (see tpl/parallel.hpp).
 class buffer_pool {
  public:
   static constexpr std::size_t kSize = 4096;
-  static std::byte* rent() {
+  TPL_NOINLINE static std::byte* rent() {
     auto& b = bucket();
     if (!b.empty()) {
       std::byte* p = b.back();
@@ -199,7 +201,7 @@ class buffer_pool {
     }
     return new std::byte[kSize];
   }
-  static void give_back(std::byte* p) {
+  TPL_NOINLINE static void give_back(std::byte* p) {
     auto& b = bucket();
     if (b.size() < 32)
       b.push_back(p);

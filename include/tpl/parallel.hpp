@@ -42,6 +42,7 @@
 #include <iterator>
 #include <limits>
 #include <memory>
+#include <new>
 #include <mutex>
 #include <optional>
 #include <ranges>
@@ -50,6 +51,7 @@
 #include <vector>
 
 #include "tpl/cancellation.hpp"
+#include "tpl/detail/config.hpp"
 #include "tpl/detail/frame_pool.hpp"
 #include "tpl/detail/spin_lock.hpp"
 #include "tpl/exceptions.hpp"
@@ -299,6 +301,31 @@ void start_another_worker(const std::shared_ptr<Loop>& s) {
   }
 }
 
+/// The body's awaitable, created and destroyed out of line. A coroutine that loops around a
+/// co_await may resume on another thread, and clang (seen with clang 16 under TSan) hoists
+/// thread-local addresses out of the loop into the frame: inlined code that touches tpl's
+/// thread-locals (the frame pool in the body's ramp, the destroy stack in task release) would then
+/// use the first thread's copy. Keeping those calls out of the worker's own body avoids that.
+template <class A>
+class body_awaitable {
+ public:
+  template <class Loop, class Item>
+  TPL_NOINLINE body_awaitable(Loop& s, Item&& item) {
+    ::new (static_cast<void*>(storage_)) A(std::invoke(s.body, std::forward<Item>(item),
+                                                       static_cast<const cancellation_token&>(s.token)));
+  }
+  TPL_NOINLINE ~body_awaitable() { std::destroy_at(&get()); }
+  body_awaitable(const body_awaitable&) = delete;
+  body_awaitable& operator=(const body_awaitable&) = delete;
+  A& get() noexcept { return *std::launder(reinterpret_cast<A*>(storage_)); }
+
+ private:
+  alignas(A) unsigned char storage_[sizeof(A)];
+};
+
+template <class Loop, class Item>
+using body_result_t = std::invoke_result_t<decltype(std::declval<Loop&>().body)&, Item, const cancellation_token&>;
+
 template <class Loop>
 loop_worker async_worker(std::shared_ptr<Loop> s) {
   start_another_worker(s);  // .NET's shape: each worker starts the next while budget remains
@@ -311,9 +338,10 @@ loop_worker async_worker(std::shared_ptr<Loop> s) {
     for (auto it = claim.begin(); it != claim.end(); ++it) {
       if (s->canceled()) break;
       try {
-        auto awaitable = std::invoke(s->body, claim.item(it), static_cast<const cancellation_token&>(s->token));
-        if (!completed_now(awaitable)) all_synchronous = false;
-        co_await std::move(awaitable);
+        using item_t = decltype(claim.item(it));
+        body_awaitable<body_result_t<Loop, item_t>> awaitable(*s, claim.item(it));
+        if (!completed_now(awaitable.get())) all_synchronous = false;
+        co_await awaitable.get();  // an lvalue await: nothing of the task is released inline here
       } catch (...) {
         s->fail(std::current_exception());
         failed = true;
