@@ -2,6 +2,7 @@
 // helpers and waiting, asynchronous loops' budget and completion.
 #include "tpl/parallel.hpp"
 
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -157,7 +158,14 @@ parallel_loop_result sync_loop::run() {
     // acquire: pairs with the helpers' acq_rel decrements.
     for (int i = 0; i < kHelperWaitSpins && active.load(std::memory_order_acquire) != 0; ++i) sw.spin_once();
     if (active.load(std::memory_order_acquire) != 0) {
-      blocking_region blocked;
+      // Helpers inside a chunk are running, so this wait ends even if the pool refuses to count
+      // us as blocked (the region's constructor may throw on such a scheduler): wait regardless,
+      // since helpers still use the body on our stack.
+      std::optional<blocking_region> blocked;
+      try {
+        blocked.emplace();
+      } catch (...) {
+      }
       for (std::uint32_t a; (a = active.load(std::memory_order_acquire)) != 0;) futex_wait(&active, a);
     }
   }

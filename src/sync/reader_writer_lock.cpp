@@ -98,10 +98,17 @@ bool reader_writer_lock::acquire_write(std::chrono::nanoseconds timeout) {
       continue;
     }
     bool in_time = true;
-    if (sw.count() < kSpinStepsBeforeSleep)
+    if (sw.count() < kSpinStepsBeforeSleep) {
       sw.spin_once();
-    else
-      in_time = sleep_while(s, infinite, deadline);
+    } else {
+      try {
+        in_time = sleep_while(s, infinite, deadline);
+      } catch (...) {  // the pool refused blocking here: withdraw, as on a timeout
+        state_.fetch_sub(kWaitingWriterOne, std::memory_order_seq_cst);  // seq_cst: a state change
+        wake_sleepers();
+        throw;
+      }
+    }
     if (!in_time || (!infinite && std::chrono::steady_clock::now() >= deadline)) {
       // Withdraw: readers held back by our announcement may go now. seq_cst: a state change.
       state_.fetch_sub(kWaitingWriterOne, std::memory_order_seq_cst);

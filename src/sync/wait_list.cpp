@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <optional>
 
 #include "tpl/detail/futex.hpp"
 #include "tpl/detail/wait_guards.hpp"
@@ -193,7 +194,15 @@ bool blocking_wait(sync_waitable& owner, std::chrono::nanoseconds timeout, const
       futex_wake_one(&w.state);
     });
   }
-  blocking_region blocked;
+  // The pool may refuse blocking on this thread (its constructor throws): leave the queue first,
+  // or, if the owner granted us meanwhile, take the grant.
+  std::optional<blocking_region> blocked;
+  try {
+    blocked.emplace();
+  } catch (...) {
+    if (owner.try_unlink(&w)) throw;
+    w.wait_resolved();
+  }
   const bool infinite = is_infinite(timeout);
   const auto deadline =
       saturating_add(std::chrono::steady_clock::now(), infinite ? std::chrono::nanoseconds(0) : timeout);
