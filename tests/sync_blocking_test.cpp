@@ -103,10 +103,16 @@ TEST(barrier, pool_items_blocking_on_a_barrier_are_counted_as_blocked) {
   // and the test thread meet, and the pool reports its worker as blocked meanwhile.
   tpl::barrier b(2);
   auto item = tpl::run([&] { b.signal_and_wait(); });
-  while (tpl::thread_pool::default_pool().stats().blocked_threads == 0) std::this_thread::yield();
+  while (b.participants_remaining() != 1) std::this_thread::yield();  // the item has arrived
+  // It marks itself blocked right after arriving; look a bounded number of times (no hang if not).
+  bool saw_blocked = false;
+  for (int i = 0; i < 1'000'000 && !saw_blocked; ++i) {
+    saw_blocked = tpl::thread_pool::default_pool().stats().blocked_threads > 0;
+    if (!saw_blocked) std::this_thread::yield();
+  }
   b.signal_and_wait();
   item.wait();
-  SUCCEED();
+  EXPECT_TRUE(saw_blocked);
 }
 
 // ---- countdown_event -----------------------------------------------------------------------------

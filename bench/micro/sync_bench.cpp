@@ -128,6 +128,7 @@ void spin_lock_contended(benchmark::State& state) {
     std::lock_guard g(l);
     ++counter;
   }
+  benchmark::DoNotOptimize(counter);
 }
 BENCHMARK(spin_lock_contended)->Name("spin_lock/lock + unlock, 2 threads")->Threads(2);
 
