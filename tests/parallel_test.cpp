@@ -527,3 +527,52 @@ TEST(parallel_for_each_async, a_list_respects_the_degree) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(parallel_for_each_async, cancellation_reaches_bodies_in_flight_and_ends_canceled) {
+  tpl::cancellation_token_source cts;
+  tpl::parallel_options o;
+  o.token = cts.token();
+  o.max_degree_of_parallelism = 3;
+  std::list<int> items(100, 1);
+  tpl::async_countdown_event started(3);
+  std::atomic<int> canceled_bodies{0};
+  auto t = tpl::parallel::for_each_async(items, [&](int&, const tpl::cancellation_token& token) -> tpl::task<> {
+    started.signal();
+    try {
+      co_await tpl::delay(std::chrono::nanoseconds(tpl::infinite_timeout), token);
+    } catch (const tpl::operation_canceled&) {
+      canceled_bodies++;
+      throw;
+    }
+  }, o);
+  tpl::sync_wait(started.wait_async());
+  cts.cancel();
+  EXPECT_THROW(t.wait(), tpl::aggregate_exception);
+  EXPECT_TRUE(t.is_canceled());
+  EXPECT_EQ(canceled_bodies.load(), 3);  // the three in flight; no other body started
+}
+
+TEST(parallel_for_each, every_body_exception_is_collected_with_one_worker_stopping_at_the_first) {
+  std::vector<int> v(100);
+  try {
+    tpl::parallel::for_each(v, [](int&) { throw test_error(1); }, degree(1));
+    ADD_FAILURE() << "no exception";
+  } catch (const tpl::aggregate_exception& a) {
+    EXPECT_EQ(a.size(), 1u);
+  }
+}
+
+TEST(parallel_for, a_body_can_run_a_nested_for_async_and_wait_for_it_outside_the_pool) {
+  std::atomic<int> total{0};
+  tpl::parallel::for_(0, 4, [&](int) {
+    tpl::parallel::for_async(0, 25, [&](int, const tpl::cancellation_token&) -> tpl::task<> {
+      total++;
+      co_return;
+    }).wait();
+  }, degree(1));  // degree 1: only the test thread blocks, never a pool thread
+  EXPECT_EQ(total.load(), 100);
+}
+
+}  // namespace

@@ -397,3 +397,57 @@ TEST(async_barrier, removing_the_last_missing_participant_finishes_the_phase) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(async_barrier, pool_tasks_and_a_blocked_test_thread_meet_for_many_phases) {
+  tpl::async_barrier b(3);
+  const int rounds = tpl_test::scaled(100, 20);
+  std::vector<tpl::task<>> ps;
+  for (int p = 0; p < 2; ++p) {
+    ps.push_back(tpl::run([&]() -> tpl::task<> {
+      for (int r = 0; r < rounds; ++r) co_await b.arrive_and_wait_async();
+    }));
+  }
+  for (int r = 0; r < rounds; ++r) tpl::sync_wait(b.arrive_and_wait_async());
+  tpl::when_all(ps).wait();
+  EXPECT_EQ(b.current_phase_number(), rounds);
+}
+
+TEST(async_auto_reset_event, passes_a_signal_between_pool_tasks_without_losing_any) {
+  tpl::async_auto_reset_event ping;
+  tpl::async_auto_reset_event pong;
+  const int rounds = tpl_test::scaled(2000, 200);
+  auto a = tpl::run([&]() -> tpl::task<> {
+    for (int i = 0; i < rounds; ++i) {
+      ping.set();
+      co_await pong.wait_async();
+    }
+  });
+  auto b = tpl::run([&]() -> tpl::task<> {
+    for (int i = 0; i < rounds; ++i) {
+      co_await ping.wait_async();
+      pong.set();
+    }
+  });
+  tpl::when_all(a, b).wait();
+  EXPECT_FALSE(ping.is_set());
+  EXPECT_FALSE(pong.is_set());
+}
+
+TEST(async_countdown_event, signals_from_many_pool_tasks_complete_the_wait_once) {
+  const int n = tpl_test::scaled(500, 100);
+  tpl::async_countdown_event c(n);
+  std::atomic<int> zero_reports{0};
+  auto waiter = c.wait_async();
+  std::vector<tpl::task<>> ts;
+  for (int i = 0; i < n; ++i) ts.push_back(tpl::run([&] {
+    if (c.signal()) zero_reports++;
+  }));
+  tpl::when_all(ts).wait();
+  waiter.wait();
+  EXPECT_EQ(zero_reports.load(), 1);
+  EXPECT_TRUE(c.is_set());
+}
+
+}  // namespace

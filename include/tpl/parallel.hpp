@@ -307,7 +307,15 @@ void start_another_worker(const std::shared_ptr<Loop>& s) {
 /// thread-locals (the frame pool in the body's ramp, the destroy stack in task release) would then
 /// use the first thread's copy. Keeping those calls out of the worker's own body avoids that.
 template <class A>
+concept awaitable_result = requires(A& a) { a.operator co_await(); } || requires(A& a) { a.await_ready(); };
+
+template <class A>
 class body_awaitable {
+  static_assert(awaitable_result<A>,
+                "tpl::parallel::for_async / for_each_async: the body must return an awaitable "
+                "(tpl::task<>, tpl::value_task<>, ...), e.g. [](int i, const tpl::cancellation_token& t) "
+                "-> tpl::task<> { co_await work(i, t); }");
+
  public:
   template <class Loop, class Item>
   TPL_NOINLINE body_awaitable(Loop& s, Item&& item) {
