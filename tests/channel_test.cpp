@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include <tpl/channel.hpp>
 #include <tpl/tpl.hpp>
 
 #include "test_support.hpp"
@@ -206,13 +207,15 @@ TEST(ChannelBasics, an_operation_converts_to_a_task_for_when_any) {
 
 // ---- continuations ------------------------------------------------------------------------------
 
+tpl::task<> record_resuming_thread(tpl::channel_reader<int> r, std::thread::id* resumed_on) {
+  (void)co_await r.read_async();
+  *resumed_on = std::this_thread::get_id();
+}
+
 TEST(ChannelContinuations, a_woken_reader_runs_asynchronously_by_default) {
   auto ch = tpl::make_unbounded_channel<int>();
   std::thread::id resumed_on;
-  auto reader = [&](tpl::channel_reader<int> r) -> tpl::task<> {
-    (void)co_await r.read_async();
-    resumed_on = std::this_thread::get_id();
-  }(ch.reader());
+  auto reader = record_resuming_thread(ch.reader(), &resumed_on);
   ASSERT_TRUE(ch.writer().try_write(1));
   reader.wait();
   EXPECT_NE(resumed_on, std::this_thread::get_id());  // queued to the pool, not run inside try_write
@@ -221,10 +224,7 @@ TEST(ChannelContinuations, a_woken_reader_runs_asynchronously_by_default) {
 TEST(ChannelContinuations, allow_synchronous_continuations_resumes_the_reader_inside_the_write) {
   auto ch = tpl::make_unbounded_channel<int>({.allow_synchronous_continuations = true});
   std::thread::id resumed_on;
-  auto reader = [&](tpl::channel_reader<int> r) -> tpl::task<> {
-    (void)co_await r.read_async();
-    resumed_on = std::this_thread::get_id();
-  }(ch.reader());
+  auto reader = record_resuming_thread(ch.reader(), &resumed_on);
   ASSERT_TRUE(ch.writer().try_write(1));
   EXPECT_TRUE(reader.is_completed());
   EXPECT_EQ(resumed_on, std::this_thread::get_id());
@@ -429,7 +429,7 @@ TEST(ChannelCancellation, a_canceled_blocked_write_fails_and_puts_nothing_in_the
   auto canceled = write_one(ch.writer(), 1, cts.token());
   auto kept = write_one(ch.writer(), 2);
   cts.cancel();
-  EXPECT_TRUE(canceled.is_canceled());
+  EXPECT_TRUE(holds<tpl::operation_canceled>(exception_of_await(canceled).get()));
   EXPECT_EQ(tpl::sync_wait(ch.reader().read_async()), 0);
   kept.wait();
   EXPECT_EQ(drain(ch.reader()), std::vector<int>{2});
@@ -462,7 +462,7 @@ TEST(ChannelCancellation, canceled_waits_to_read_and_to_write_fail) {
   EXPECT_TRUE(wr.get());  // resolved by the write before the cancel
   auto ww = wait_to_write(ch.writer(), cts.token());
   cts.cancel();
-  EXPECT_TRUE(ww.is_completed() ? ww.is_canceled() : holds<tpl::operation_canceled>(exception_of_await(ww).get()));
+  EXPECT_TRUE(holds<tpl::operation_canceled>(exception_of_await(ww).get()));
   EXPECT_EQ(drain(ch.reader()), std::vector<int>{0});
 }
 
@@ -573,9 +573,8 @@ TEST(ChannelMisuse, two_concurrent_writers_on_a_single_writer_channel_are_report
   ASSERT_TRUE(ch.writer().try_write(0));
   auto first = write_one(ch.writer(), 1);
   EXPECT_TRUE(holds<tpl::invalid_operation>(exception_of_await(write_one(ch.writer(), 2)).get()));
-  EXPECT_EQ(drain(ch.reader()), std::vector<int>{0});
+  EXPECT_EQ(drain(ch.reader()), (std::vector<int>{0, 1}));  // the first writer's item got in
   first.wait();
-  EXPECT_EQ(drain(ch.reader()), std::vector<int>{1});
 }
 
 TEST(ChannelMisuse, sequential_reads_on_a_single_reader_channel_are_fine) {
@@ -662,8 +661,6 @@ TEST(ChannelDestruction, destroying_a_channel_fails_its_waiting_operations) {
   auto w3 = write_by_reference(*writer, 3);  // waits
   EXPECT_EQ(r.get(), 1);
   EXPECT_FALSE(w3.is_completed());
-  auto r2 = [](tpl::channel<int> c) -> tpl::task<> { co_return; }(*ch);  // no-op: a handle copy dies
-  r2.wait();
   writer.reset();
   reader.reset();
   ch.reset();  // the last handle

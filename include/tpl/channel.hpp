@@ -251,14 +251,14 @@ class channel_reader {
   channel_reader() noexcept = default;
 
   /// Takes the oldest item into out (move-assigned). False if there is none right now.
-  bool try_read(T& out) {
+  bool try_read(T& out) const {
     std::optional<T> v;
     if (!h_.checked().try_read(v)) return false;
     out = std::move(*v);
     return true;
   }
   /// The oldest item, or nullopt if there is none right now.
-  std::optional<T> try_read() {
+  std::optional<T> try_read() const {
     std::optional<T> v;
     h_.checked().try_read(v);
     return v;
@@ -349,8 +349,8 @@ class channel_writer {
   /// Writes item if the channel can take it now: true if written (or dropped by a drop full mode);
   /// false if full (wait mode) or, for a rendezvous channel, no reader is waiting. item is moved
   /// from only when true is returned. Throws channel_closed once the channel is completed.
-  bool try_write(T&& item) { return h_.checked().try_write(item); }
-  bool try_write(const T& item)
+  bool try_write(T&& item) const { return h_.checked().try_write(item); }
+  bool try_write(const T& item) const
     requires std::copy_constructible<T>
   {
     T copy(item);
@@ -373,9 +373,9 @@ class channel_writer {
 
   /// Ends the writer side (.NET TryComplete). error (optional) is what readers see once they have
   /// drained the channel. False if it was already completed.
-  bool try_complete(std::exception_ptr error = nullptr) { return h_.checked().try_complete(std::move(error)); }
+  bool try_complete(std::exception_ptr error = nullptr) const { return h_.checked().try_complete(std::move(error)); }
   /// As try_complete, but completing twice throws channel_closed (.NET Complete).
-  void complete(std::exception_ptr error = nullptr) {
+  void complete(std::exception_ptr error = nullptr) const {
     if (!try_complete(std::move(error))) std::rethrow_exception(detail::make_channel_complete_twice());
   }
 
