@@ -191,7 +191,7 @@ class [[nodiscard]] channel_operation
 
   result_type await_resume() {
     // Waits for our token callback if it is still running elsewhere (it found us decided).
-    this->registration.reset();
+    if (this->registration.active()) this->registration.reset();
     switch (this->outcome) {
       case detail::channel_outcome::ok:
         break;

@@ -21,3 +21,4 @@
 #include "tpl/testing/fake_time_provider.hpp"
 #include "tpl/wait_async.hpp"
 #include "tpl/sync/async_semaphore.hpp"
+#include "tpl/channel.hpp"

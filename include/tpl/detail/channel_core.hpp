@@ -160,7 +160,7 @@ class channel_wake_list {
       channel_node* next = n->next;  // read before resuming: the resumed frame may free n
       // Waits for the node's cancellation callback if it is running elsewhere: after this it can
       // no longer touch the core (which the resumed coroutine may destroy).
-      n->registration.reset();
+      if (n->registration.active()) n->registration.reset();
       if (synchronous)
         resume_inline(n->continuation);
       else
@@ -401,7 +401,7 @@ class channel_core final : public pooled_allocation {
                       std::exception_ptr error) noexcept {
     n->state = channel_node_state::resolved;
     n->outcome = outcome;
-    n->error = std::move(error);
+    if (error) n->error = std::move(error);  // skips an out-of-line exception_ptr assignment
     wake.add(n);
   }
 
@@ -494,7 +494,7 @@ class channel_core final : public pooled_allocation {
     auto finish = [&node](channel_outcome outcome, std::exception_ptr error) {
       node.state = channel_node_state::resolved;
       node.outcome = outcome;
-      node.error = std::move(error);
+      if (error) node.error = std::move(error);
       return true;
     };
     switch (op) {
