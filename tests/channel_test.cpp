@@ -547,6 +547,23 @@ TEST(ChannelRendezvous, seed_001_chain_of_goroutines_ports_one_to_one) {
   start.wait();
 }
 
+TEST(ChannelRendezvous, a_long_chain_with_synchronous_continuations_does_not_overflow_the_stack) {
+  // Every hand-over resumes the next link inline; tpl's trampoline bounds the depth.
+  const int links = tpl_test::scaled(100000, 20000);
+  const tpl::bounded_channel_options sync_rendezvous{.capacity = 0, .allow_synchronous_continuations = true};
+  auto final_output = tpl::make_bounded_channel<int>(sync_rendezvous);
+  tpl::channel<int> left;
+  tpl::channel<int> right = final_output;
+  for (int i = 0; i < links; ++i) {
+    left = right;
+    right = tpl::make_bounded_channel<int>(sync_rendezvous);
+    (void)add_one(left.writer(), right.reader());
+  }
+  auto last = read_one(final_output.reader());
+  EXPECT_TRUE(right.writer().try_write(1));
+  EXPECT_EQ(last.get(), links + 1);
+}
+
 // ---- misuse and bad input -----------------------------------------------------------------------
 
 TEST(ChannelMisuse, two_concurrent_readers_on_a_single_reader_channel_are_reported) {
@@ -752,7 +769,7 @@ TEST(ChannelStress, synchronous_continuations_keep_every_item) {
 
 TEST(ChannelStress, wait_to_read_and_try_read_consumers_receive_every_item_once) {
   auto ch = tpl::make_bounded_channel<int>(16);
-  const int n = tpl_test::scaled(50000, 5000);
+  int n = tpl_test::scaled(50000, 5000);  // not const: captured below
   std::atomic<long long> sum{0};
   std::atomic<int> count{0};
   std::vector<tpl::task<>> consumers;

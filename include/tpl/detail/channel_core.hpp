@@ -247,8 +247,11 @@ class channel_core final : public pooled_allocation {
  public:
   using item_node = channel_item_node<T>;
 
-  channel_core(channel_settings settings, std::function<void(T)> item_dropped)
-      : settings_(settings), item_dropped_(std::move(item_dropped)) {}
+  channel_core(channel_settings settings, std::function<void(T)> item_dropped) : settings_(settings) {
+    // Kept out of line: most channels have no callback, and the core stays small (a seed 001 chain
+    // makes a million channels).
+    if (item_dropped) item_dropped_ = std::make_unique<std::function<void(T)>>(std::move(item_dropped));
+  }
   channel_core(const channel_core&) = delete;
   channel_core& operator=(const channel_core&) = delete;
 
@@ -573,13 +576,13 @@ class channel_core final : public pooled_allocation {
 
   void finish_write(channel_wake_list& wake, std::optional<T>& dropped) {
     // The callback runs before the wake-ups: a resumed coroutine may destroy the channel.
-    if (dropped && item_dropped_) {
+    if (dropped && item_dropped_ != nullptr) {
       struct waker {
         channel_wake_list& wake;
         bool sync;
         ~waker() { wake.wake_all(sync); }
       } guard{wake, settings_.synchronous_continuations};
-      item_dropped_(std::move(*dropped));
+      (*item_dropped_)(std::move(*dropped));
       return;
     }
     wake.wake_all(settings_.synchronous_continuations);
@@ -600,10 +603,10 @@ class channel_core final : public pooled_allocation {
   }
 
   mutable spin_lock lock_;
-  std::atomic<std::uint32_t> refs_{1};
-  const channel_settings settings_;
   bool completed_ = false;  // no more writes
   bool done_ = false;       // completed and drained
+  std::atomic<std::uint32_t> refs_{1};
+  const channel_settings settings_;
   std::exception_ptr error_;
   channel_ring<T> items_;
   channel_node_queue readers_;        // read_async / next_async, FIFO
@@ -611,7 +614,7 @@ class channel_core final : public pooled_allocation {
   channel_node_queue read_waiters_;   // wait_to_read_async
   channel_node_queue write_waiters_;  // wait_to_write_async
   std::optional<task_completion_source<>> completion_;
-  std::function<void(T)> item_dropped_;
+  std::unique_ptr<std::function<void(T)>> item_dropped_;
 };
 
 }  // namespace detail
