@@ -154,6 +154,11 @@ class channel_wake_list {
   /// allows synchronous continuations. Touches no core state: a resumed coroutine may destroy the
   /// channel.
   void wake_all(bool synchronous) noexcept {
+    if (head_ != nullptr) wake_all_slow(synchronous);  // the common case, nobody to wake, inline
+  }
+
+ private:
+  TPL_NOINLINE void wake_all_slow(bool synchronous) noexcept {
     channel_node* n = head_;
     head_ = tail_ = nullptr;
     while (n != nullptr) {
@@ -169,7 +174,6 @@ class channel_wake_list {
     }
   }
 
- private:
   channel_node* head_ = nullptr;
   channel_node* tail_ = nullptr;
 };
