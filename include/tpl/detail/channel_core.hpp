@@ -288,12 +288,14 @@ class channel_core final : public pooled_allocation {
     channel_wake_list wake;
     std::optional<T> dropped;
     write_result r;
+    std::exception_ptr closed_error;
     {
       std::lock_guard g(lock_);
       r = write_locked(item, wake, dropped);
+      if (r == write_result::closed) closed_error = error_;
     }
-    finish_write(wake, dropped);
-    if (r == write_result::closed) throw_channel_closed(error_snapshot());
+    finish(wake, dropped, false, settings_.synchronous_continuations);
+    if (r == write_result::closed) throw_channel_closed(closed_error);
     return r == write_result::written;
   }
 
@@ -309,8 +311,9 @@ class channel_core final : public pooled_allocation {
       while (!write_waiters_.empty()) resolve(wake, write_waiters_.pop_front(), channel_outcome::closed, error_);
       if (items_.empty()) now_done = mark_done_locked(wake);
     }
+    const bool synchronous = settings_.synchronous_continuations;
     finish_done(now_done);
-    wake.wake_all(settings_.synchronous_continuations);
+    wake.wake_all(synchronous);
     return true;
   }
 
@@ -325,8 +328,9 @@ class channel_core final : public pooled_allocation {
       std::lock_guard g(lock_);
       r = read_locked(out, wake, now_done);
     }
+    const bool synchronous = settings_.synchronous_continuations;
     finish_done(now_done);
-    wake.wake_all(settings_.synchronous_continuations);
+    wake.wake_all(synchronous);
     return r == read_result::taken;
   }
 
@@ -364,6 +368,8 @@ class channel_core final : public pooled_allocation {
     std::optional<T> dropped;
     bool now_done = false;
     bool resolved_now = true;
+    bool pinned = false;
+    const bool synchronous = settings_.synchronous_continuations;
     {
       std::lock_guard g(lock_);
       if (node.state == channel_node_state::cancel_requested) {
@@ -375,10 +381,21 @@ class channel_core final : public pooled_allocation {
         if (!resolved_now && may_queue) enqueue_locked(op, node, wake);
         if (node.state == channel_node_state::resolved) resolved_now = true;  // misuse reported
       }
+      // Once our node is queued, another thread may resume our coroutine, which may drop the last
+      // handle: the nodes we still have to wake keep the core alive through this reference.
+      if (!resolved_now && !wake.empty()) {
+        add_ref();
+        pinned = true;
+      }
     }
-    finish_write(wake, dropped);
-    finish_done(now_done);
-    return resolved_now;
+    if (!resolved_now) {
+      // Queued: from here on, touch nothing of the core or of node.
+      wake.wake_all(synchronous);
+      if (pinned) release();
+      return false;
+    }
+    finish(wake, dropped, now_done, synchronous);
+    return true;
   }
 
   /// The token callback of a started node.
@@ -578,18 +595,16 @@ class channel_core final : public pooled_allocation {
     return completion_.has_value();
   }
 
-  void finish_write(channel_wake_list& wake, std::optional<T>& dropped) {
-    // The callback runs before the wake-ups: a resumed coroutine may destroy the channel.
-    if (dropped && item_dropped_ != nullptr) {
-      struct waker {
-        channel_wake_list& wake;
-        bool sync;
-        ~waker() { wake.wake_all(sync); }
-      } guard{wake, settings_.synchronous_continuations};
-      (*item_dropped_)(std::move(*dropped));
-      return;
-    }
-    wake.wake_all(settings_.synchronous_continuations);
+  /// After the lock: the item-dropped callback, the completion task, then the wake-ups, last
+  /// because a resumed coroutine may destroy the channel (synchronous: read before any of them).
+  void finish(channel_wake_list& wake, std::optional<T>& dropped, bool now_done, bool synchronous) {
+    struct waker {
+      channel_wake_list& wake;
+      bool synchronous;
+      ~waker() { wake.wake_all(synchronous); }
+    } guard{wake, synchronous};
+    finish_done(now_done);
+    if (dropped && item_dropped_ != nullptr) (*item_dropped_)(std::move(*dropped));
   }
 
   void finish_done(bool now_done) noexcept {
@@ -599,11 +614,6 @@ class channel_core final : public pooled_allocation {
       completion_->try_set_exception(error_);
     else
       completion_->try_set_result();
-  }
-
-  std::exception_ptr error_snapshot() const {
-    std::lock_guard g(lock_);
-    return error_;
   }
 
   mutable spin_lock lock_;
