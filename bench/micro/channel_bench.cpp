@@ -18,7 +18,8 @@ tpl::task<> write_then_read(benchmark::State& state, tpl::channel<std::int64_t> 
   auto w = ch.writer();
   std::int64_t i = 0;
   for (auto _ : state) {
-    co_await w.write_async(i++);
+    co_await w.write_async(i);
+    ++i;
     std::int64_t v = co_await r.read_async();
     benchmark::DoNotOptimize(v);
   }

@@ -152,7 +152,7 @@ class [[nodiscard]] channel_operation
     this->item.emplace(static_cast<U&&>(item));
   }
   /// Moves an operation that was not awaited yet (to pass it on, e.g. into as_task()).
-  channel_operation(channel_operation&& o) noexcept(std::is_nothrow_move_constructible_v<T>)
+  channel_operation(channel_operation&& o)
       : node_t(), core_(o.core_), token_(o.token_) {
     if (o.state != detail::channel_node_state::idle || o.core_ == nullptr)
       detail::throw_channel_misuse("tpl: channel operation moved after it was awaited");
