@@ -687,6 +687,22 @@ TEST(ChannelDestruction, destroying_a_channel_fails_its_waiting_operations) {
   w2.wait();
 }
 
+tpl::task<bool> wait_to_read_by_reference(tpl::channel_reader<int>& r) { co_return co_await r.wait_to_read_async(); }
+tpl::task<int> read_by_reference_with(tpl::channel_reader<int>& r, tpl::cancellation_token token) {
+  co_return co_await r.read_async(token);
+}
+
+TEST(ChannelDestruction, destroying_a_channel_fails_waiting_readers_and_drops_their_token_registrations) {
+  tpl::cancellation_token_source cts;
+  std::optional<tpl::channel_reader<int>> reader(tpl::make_unbounded_channel<int>().reader());
+  auto r = read_by_reference_with(*reader, cts.token());
+  auto w = wait_to_read_by_reference(*reader);
+  reader.reset();  // the last handle
+  EXPECT_TRUE(holds<tpl::channel_closed>(exception_of_await(r).get()));
+  EXPECT_TRUE(holds<tpl::channel_closed>(exception_of_await(w).get()));
+  cts.cancel();  // the registration is gone: nothing touches the destroyed channel
+}
+
 TEST(ChannelDestruction, destroying_a_channel_frees_buffered_move_only_items) {
   auto counter = std::make_shared<int>(0);
   {
