@@ -34,4 +34,18 @@ aggregate_exception::aggregate_exception(std::vector<std::exception_ptr> inner)
   message_ = make_message(inner_);
 }
 
+namespace {
+constexpr const char* kChannelClosedMessage = "The channel has been closed.";
+std::string channel_closed_message(const std::string& base, const std::exception_ptr& inner) {
+  if (!inner) return base;
+  return base + " (" + describe(inner) + ")";
+}
+}  // namespace
+
+channel_closed::channel_closed() : invalid_operation(kChannelClosedMessage) {}
+channel_closed::channel_closed(std::exception_ptr inner)
+    : invalid_operation(channel_closed_message(kChannelClosedMessage, inner)), inner_(std::move(inner)) {}
+channel_closed::channel_closed(const std::string& message, std::exception_ptr inner)
+    : invalid_operation(channel_closed_message(message, inner)), inner_(std::move(inner)) {}
+
 }  // namespace tpl

@@ -5,6 +5,8 @@
 //   tpl::aggregate_exception  (.NET AggregateException: every fault of a task or of when_all)
 //   tpl::invalid_operation    (.NET InvalidOperationException: misuse such as set_result twice,
 //                              awaiting an empty task, awaiting a value_task twice)
+//   tpl::channel_closed       (.NET ChannelClosedException: writing to a completed channel,
+//                              reading from a completed and drained one)
 //
 // Example:
 //   try { t.get(); }
@@ -57,6 +59,21 @@ class timeout_exception : public std::runtime_error {
 class invalid_operation : public std::logic_error {
  public:
   using std::logic_error::logic_error;
+};
+
+/// An operation on a channel that was completed (tpl/channel.hpp): a write after complete(), a
+/// read_async once the channel is completed and drained, complete() called twice (.NET
+/// ChannelClosedException). inner_exception() is the error the channel was completed with, if any.
+class channel_closed : public invalid_operation {
+ public:
+  channel_closed();
+  explicit channel_closed(std::exception_ptr inner);
+  channel_closed(const std::string& message, std::exception_ptr inner = nullptr);
+  /// The error passed to complete(error) / try_complete(error); null for a plain complete().
+  const std::exception_ptr& inner_exception() const noexcept { return inner_; }
+
+ private:
+  std::exception_ptr inner_;
 };
 
 }  // namespace tpl

@@ -34,3 +34,4 @@
 #include "tpl/sync/manual_reset_event_slim.hpp"
 #include "tpl/sync/reader_writer_lock.hpp"
 #include "tpl/sync/spin_wait.hpp"
+#include "tpl/channel.hpp"
