@@ -316,7 +316,7 @@ def build_mono(root: Path, rebuild: bool) -> Program:
     if state is None:
         _log(f"building the C# peer for {runtime}")
         cache.start()
-        rc, out = _run([mcs, "-optimize+", "-nowarn:1998", "-r:System.dll",
+        rc, out = _run([mcs, "-optimize+", "-nowarn:1998,4014", "-r:System.dll",
                         "-r:System.Core.dll", f"-out:{exe}", str(src)], 300)
         if rc == 0:
             cache.done({})
@@ -362,7 +362,7 @@ def build_coreclr(root: Path, rebuild: bool, venv: Path | None) -> Program:
                 "System.Threading.ThreadPool", "System.Collections", "System.Linq",
                 "System.Diagnostics.Process", "System.ComponentModel.Primitives",
                 "System.Runtime.Extensions", "netstandard"]
-        cmd = [mcs, "-nostdlib", "-noconfig", "-optimize+", "-nowarn:1998", "-define:CORECLR",
+        cmd = [mcs, "-nostdlib", "-noconfig", "-optimize+", "-nowarn:1998,4014,1702", "-define:CORECLR",
                "-target:exe", f"-out:{dll}", str(src)]
         cmd += [f"-r:{fw / (r + '.dll')}" for r in refs if (fw / (r + ".dll")).exists()]
         rc, out = _run(cmd, 300)
