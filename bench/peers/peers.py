@@ -198,7 +198,7 @@ def _build_cxx(root: Path, rebuild: bool, key: str, label: str, source: str, hea
     gxx_version = _first_line(gxx).split(" ")[-1]
     runtime = f"{label} {pkg_version.split(':')[-1].split('-')[0]} (g++ {gxx_version})"
     src = PEERS_DIR / "cpp" / source
-    cache = _Cache(root, key, _hash([src], gxx + pkg_version))
+    cache = _Cache(root, key, _hash([src, PEERS_DIR / "cpp" / "peer_main.hpp"], gxx + pkg_version))
     state = cache.state(rebuild)
     exe = cache.dir / "peer"
     if state is None:
