@@ -30,6 +30,8 @@ import os
 import platform
 import re
 import shlex
+import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -325,12 +327,36 @@ class Entry:
         return f"{self.program.runtime} / {self.method}"
 
 
+_RSSWRAP: list[str] = []  # [path] once built (see bench/peers/cpp/rsswrap.c)
+
+
+def build_rsswrap(root: Path) -> None:
+    src = Path(__file__).resolve().parent / "peers" / "cpp" / "rsswrap.c"
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if not cc or not src.exists():
+        print("note: no C compiler for bench/peers/cpp/rsswrap.c; Peak RSS includes Python's")
+        return
+    exe = root / "rsswrap"
+    if not exe.exists() or exe.stat().st_mtime < src.stat().st_mtime:
+        root.mkdir(parents=True, exist_ok=True)
+        rc = subprocess.run([cc, "-O2", str(src), "-o", str(exe)]).returncode
+        if rc != 0:
+            print("note: rsswrap failed to build; Peak RSS includes Python's")
+            return
+    _RSSWRAP[:] = [str(exe)]
+
+
 def _timed_child(cmd: list[str], env: dict, timeout: float) -> tuple[int, str, str, int, float]:
     """Runs cmd; returns (rc, stdout, stderr, peak RSS of the child in KB, wall seconds)."""
     start = time.monotonic()
+    rss_file = None
+    if _RSSWRAP:
+        fd, rss_file = tempfile.mkstemp(prefix="tpl-bench-rss-")
+        os.close(fd)
+        cmd = [_RSSWRAP[0], rss_file] + cmd
     try:
         p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO_ROOT,
-                             env={**os.environ, **env})
+                             env={**os.environ, **env}, start_new_session=True)
     except OSError as exc:
         return -2, "", str(exc), 0, 0.0
     bufs: dict[str, bytes] = {}
@@ -342,20 +368,39 @@ def _timed_child(cmd: list[str], env: dict, timeout: float) -> tuple[int, str, s
                for n, s in (("out", p.stdout), ("err", p.stderr))]
     for t in readers:
         t.start()
-    killer = threading.Timer(timeout, p.kill)
+    expired = threading.Event()
+
+    def kill():
+        expired.set()
+        try:
+            os.killpg(p.pid, signal.SIGKILL)  # the wrapper and the program it runs
+        except OSError:
+            pass
+
+    killer = threading.Timer(timeout, kill)
     killer.start()
     try:
         _, status, ru = os.wait4(p.pid, 0)
     finally:
         killer.cancel()
     p.returncode = os.waitstatus_to_exitcode(status)
-    timed_out = not killer.is_alive() and time.monotonic() - start >= timeout
+    try:
+        os.killpg(p.pid, signal.SIGKILL)  # leftovers (a program's own children)
+    except OSError:
+        pass
     for t in readers:
-        t.join()
-    rc = -1 if timed_out else p.returncode
+        t.join(10)
+    rss = int(ru.ru_maxrss)
+    if rss_file:
+        try:
+            rss = int(Path(rss_file).read_text().strip() or 0)
+        except (OSError, ValueError):
+            pass
+        finally:
+            os.unlink(rss_file)
+    rc = -1 if expired.is_set() else p.returncode
     return (rc, bufs.get("out", b"").decode(errors="replace"),
-            bufs.get("err", b"").decode(errors="replace"), int(ru.ru_maxrss),
-            time.monotonic() - start)
+            bufs.get("err", b"").decode(errors="replace"), rss, time.monotonic() - start)
 
 
 _TS_RE = re.compile(r"^\s*(?:\[?)(?P<ts>(?:\d+:)?\d+:\d+(?:\.\d+)?|\d+(?:\.\d+)?)\s*(?P<unit>ms|s)?"
@@ -780,6 +825,7 @@ def main() -> int:
         return 2
 
     t_run = time.monotonic()
+    build_rsswrap(peers_root)
     failures: list[str] = []
     results: dict = {
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),

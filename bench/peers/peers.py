@@ -10,6 +10,7 @@ is skipped and says why.
 
 from __future__ import annotations
 
+import concurrent.futures
 import glob
 import hashlib
 import json
@@ -415,18 +416,20 @@ BUILDERS = ["go", "tokio", "asio", "tbb", "java", "mono", "coreclr"]
 def build_all(root: Path, rebuild: bool = False, only: list[str] | None = None,
               venv: Path | None = None) -> list[Program]:
     root.mkdir(parents=True, exist_ok=True)
-    programs = []
-    for key in BUILDERS:
-        if only is not None and key not in only:
-            continue
+    keys = [k for k in BUILDERS if only is None or k in only]
+
+    def one(key: str) -> Program:
         try:
             if key == "coreclr":
-                p = build_coreclr(root, rebuild, venv)
-            else:
-                p = globals()[f"build_{key}"](root, rebuild)
+                return build_coreclr(root, rebuild, venv)
+            return globals()[f"build_{key}"](root, rebuild)
         except Exception as exc:  # a broken toolchain must not stop the benchmarks
-            p = Program(key, key, skipped=f"build error: {exc!r}")
+            return Program(key, key, skipped=f"build error: {exc!r}")
+
+    # cargo spends most of a first build fetching and compiling crates: build it beside the rest
+    with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
+        programs = list(pool.map(one, keys))
+    for p in programs:
         if p.skipped:
             _log(f"{p.runtime}: skipped: {p.skipped}")
-        programs.append(p)
     return programs
