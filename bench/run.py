@@ -1,24 +1,22 @@
 #!/usr/bin/env python3
-"""tpl benchmark runner (python3 standard library only).
+"""tpl benchmark runner: tpl and its peers side by side (python3 stdlib; matplotlib optional).
 
-Runs, from a CMake build directory:
+1. ``<build>/bench/tpl_micro_bench`` (Google Benchmark, tpl only): one table per group
+   (``Group/Method`` names); the counter ``bytes_per_op`` is shown as "Allocated".
 
-1. ``<build>/bench/tpl_micro_bench`` (Google Benchmark).  Benchmark names are
-   ``Group/Method`` (e.g. ``task_sync/call_await``); one table is printed per
-   group.  The user counter ``bytes_per_op`` (if set) is shown as "Allocated".
+2. The workload groups (GROUPS below: the seeds' workloads). Programs: every
+   ``<build>/bench/tpl_wl_*`` (bench/workload.hpp) and one program per peer runtime
+   (bench/peers/, built by bench/peers/peers.py; a missing toolchain skips that peer). All speak
+   one protocol (bench/peers/README.md): ``--list`` names their methods, ``--run GROUP METHOD
+   [--quick]`` warms up and prints ONE measured sample as a JSON line. This runner interleaves
+   the invocations of every method of a group round by round (A B C A B C ...), so drift on a
+   shared machine hits all alike, checks every checksum, and measures each child's peak RSS.
 
-2. every ``<build>/bench/tpl_wl_*`` workload executable.  A workload prints on
-   stdout one JSON object per line and per method::
-
-     {"group": "chain", "method": "tpl task chain", "samples_ms": [1.2, 1.3],
-      "allocated_bytes": 123 or null, "peak_rss_kb": 456 or null}
-
-   Any other stdout line is ignored.  ``--quick`` is passed on when quick.
-
-Tables: Method | Mean | Ratio | Allocated (| Min-Max | Peak RSS for workloads);
-Ratio = Mean / Mean of the first row of the group.  For workloads Mean is the
-median of the samples.  All raw results are written to build/bench-results.json
-(``--out``).  Exit status is non-zero if any program failed.
+Tables: Method | Runtime | Mean (median of the rounds) | Min-Max | Ratio (to the first row) |
+Allocated | Peak RSS. Raw samples: build/bench-results.json (``--out``). Plots: bench/plot.py
+(build/bench-plots/, or docs/img/ with ``--docs``, which also regenerates the marked region of
+docs/benchmarks.md). ``--self-test``: every group once, quick, fails on malformed results (the
+ctest ``bench_harness``). Exit status is non-zero if any program failed.
 """
 
 from __future__ import annotations
