@@ -320,6 +320,7 @@ class Entry:
     starts: list = field(default_factory=list)       # per sample: list of ms
     error: str | None = None
     note: str | None = None
+    wall_s: list = field(default_factory=list)      # whole invocation (start-up, warm-up)
 
     @property
     def label(self) -> str:
@@ -442,6 +443,7 @@ def run_entry(e: Entry, quick: bool, timeout: float) -> str | None:
     else:
         cmd = e.program.argv + ["--run", e.group, e.method] + (["--quick"] if quick else [])
     rc, out, err, rss, wall = _timed_child(cmd, e.program.env, timeout)
+    e.wall_s.append(round(wall, 3))
     if rc != 0:
         tail = " | ".join(ln for ln in err.strip().splitlines()[-3:])
         return f"{describe_rc(rc)}: {tail[-300:]}" if tail else describe_rc(rc)
@@ -594,7 +596,8 @@ def summarize(group: str, entries: list[Entry], programs: list, tpl_present: boo
     for e in entries:
         row = {"method": e.method, "runtime": e.program.runtime, "program": e.program.key,
                "samples_ms": e.samples, "checksums": e.checksums, "allocated_bytes": e.alloc,
-               "peak_rss_kb": e.rss_kb, "error": e.error, "note": e.note}
+               "peak_rss_kb": e.rss_kb, "error": e.error, "note": e.note,
+               "invocation_wall_s": e.wall_s}
         if any(s is not None for s in e.starts):
             row["starts_ms"] = e.starts
         if e.samples and not e.error:
