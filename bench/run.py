@@ -721,11 +721,10 @@ def write_docs(results: dict, micro_tables: list[str], plots: list[str], path: P
         if foot:
             lines += [""] + foot
         lines.append("")
-    if plots:
-        lines += ["### Plots", ""]
         for p in plots:
-            rel = os.path.relpath(p, path.parent)
-            lines += [f"![{Path(p).stem}]({rel})", ""]
+            if Path(p).stem in (f"bench-{group}", f"timeline-{group}"):
+                rel = os.path.relpath(p, path.parent)
+                lines += [f"![{Path(p).stem}]({rel})", ""]
     if micro_tables:
         lines += ["### Micro-benchmarks (`tpl_micro_bench`, tpl only)", ""] + micro_tables + [""]
     lines.append(DOC_END)

@@ -86,10 +86,9 @@ int main(int argc, char** argv) {
        [](bool q, peer::recorder&) { return queue_run(pick(q, 10'000'000, 1'000'000), 1, 1, 1024); }},
       {"channel_spsc_unbounded", "concurrent_bounded_queue, 2 threads",
        [](bool q, peer::recorder&) { return queue_run(pick(q, 10'000'000, 1'000'000), 1, 1, 0); }},
-      {"channel_mpmc_bounded", "concurrent_bounded_queue(1024), 4 threads",
-       [](bool q, peer::recorder&) { return queue_run(pick(q, 10'000'000, 1'000'000), 2, 2, 1024); }},
-      {"channel_mpmc_unbounded", "concurrent_bounded_queue, 4 threads",
-       [](bool q, peer::recorder&) { return queue_run(pick(q, 10'000'000, 1'000'000), 2, 2, 0); }},
+      // MPMC (2 producer + 2 consumer threads) is left out of `make bench`: on a 2-core machine the
+      // queue's spin-then-block waits make it 12 s per run (12.5 s bounded, 11.9 s unbounded,
+      // 2026-11-21), which alone would push the full run past its 20-minute budget.
   };
   return peer::main(argc, argv, methods);
 }
