@@ -824,7 +824,7 @@ def main() -> int:
         build = (Path.cwd() / build).resolve()
     bench_dir = build / "bench"
     out_path = Path(args.out) if args.out else REPO_ROOT / "build" / "bench-results.json"
-    peers_root = REPO_ROOT / "build" / "peers"
+    peers_root = Path(os.environ.get("TPL_BENCH_PEERS_DIR") or REPO_ROOT / "build" / "peers")
     venv = peers_root / "venv"
 
     if not bench_dir.is_dir():
