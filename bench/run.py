@@ -808,7 +808,6 @@ def main() -> int:
                     help="extra argument for tpl_micro_bench (repeatable)")
     ap.add_argument("-v", "--verbose", action="store_true", help="echo the programs' stdout")
     args = ap.parse_args()
-    args.workload_arg = []
 
     if args.self_test:
         args.quick = True
