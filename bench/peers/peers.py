@@ -162,8 +162,10 @@ def build_tokio(root: Path, rebuild: bool) -> Program:
     if state is None:
         _log(f"building the tokio peer (rustc {rust_version}; cargo fetches from crates.io)")
         cache.start()
+        # Short network timeouts: an unreachable crates.io must skip the peer, not stall a test.
         rc, out = _run([cargo, "build", "--release", "--quiet", "--target-dir", str(target)],
-                       900, cwd=src)
+                       600, cwd=src, env={"CARGO_NET_RETRY": "1", "CARGO_HTTP_TIMEOUT": "30",
+                                          "CARGO_HTTP_CONNECT_TIMEOUT": "15"})
         if rc == 0:
             shutil.copy2(target / "release" / "tpl-bench-peer", cache.dir / "peer")
             cache.done({"tokio": _tokio_version(src / "Cargo.lock")})
@@ -404,7 +406,7 @@ def ensure_venv(venv: Path, packages: list[str]) -> tuple[bool, str]:
         return True, ""
     _log(f"pip install {' '.join(missing)} into {venv}")
     rc, out = _run([str(py), "-m", "pip", "install", "-q", "--disable-pip-version-check",
-                    "--timeout", "30", *missing], 900)
+                    "--timeout", "30", "--retries", "1", *missing], 600)
     if rc != 0:
         return False, f"pip install {' '.join(missing)} failed (PyPI unreachable?): {_tail(out, 2)}"
     return True, ""
