@@ -608,7 +608,7 @@ def summarize(group: str, entries: list[Entry], programs: list, tpl_present: boo
             row["peak_rss_kb_max"] = max(e.rss_kb) if e.rss_kb else None
         rows.append(row)
     present = {e.program.key for e in entries}
-    skipped = [f"{p.runtime}: skipped: {p.skipped}" for p in programs if p.skipped]
+    skipped = [f"{p.runtime} ({p.skipped})" for p in programs if p.skipped]
     no_idiom = [p.runtime for p in programs if not p.skipped and p.key not in present]
     return {"description": GROUPS.get(group, {}).get("desc", ""), "rows": rows,
             "tpl": "present" if tpl_present else "not built yet",
@@ -659,7 +659,7 @@ def group_footer(s: dict) -> list[str]:
     if s["not_in_group"]:
         out.append("Not in this group (no program for it): " + ", ".join(s["not_in_group"]) + ".")
     if s["skipped"]:
-        out.append("Skipped: " + "; ".join(s["skipped"]) + ".")
+        out.append("Skipped peers: " + "; ".join(s["skipped"]) + ".")
     return out
 
 

@@ -19,10 +19,12 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 PEERS_DIR = Path(__file__).resolve().parent
+FAILED_BUILD_RETRY_AFTER_S = 3600
 REPO_ROOT = PEERS_DIR.parent.parent
 
 
@@ -81,6 +83,9 @@ class _Cache:
         if self.ok.exists():
             return "ok"
         if self.failed.exists():
+            # A failure may be a registry that was unreachable for a while: retry after an hour.
+            if time.time() - self.failed.stat().st_mtime > FAILED_BUILD_RETRY_AFTER_S:
+                return None
             return "failed"
         return None
 
