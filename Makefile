@@ -3,8 +3,12 @@
 #   make deps                 install missing Debian packages (apt-get)
 #   make test                 release, debug-asan, tsan: configure + build + ctest
 #   make test-<preset>        one configuration only (release | debug-asan | tsan)
-#   make bench [QUICK=1] [FILTER=regex]
-#                             build the release preset and run bench/run.py
+#   make bench [QUICK=1] [FILTER=group|regex]
+#                             build the release preset, build the peers (Go, tokio, Asio,
+#                             oneTBB, Java 21+, Mono, .NET Core; each skipped if its toolchain
+#                             is missing) and run bench/run.py: tpl and the peers interleaved.
+#                             A full run (no QUICK, no FILTER) regenerates docs/benchmarks.md
+#                             and docs/img/*.png.
 #   make clean                remove build/
 #
 # Variables: JOBS (build parallelism, default 2), BENCH_PRESET (default release).
@@ -23,7 +27,9 @@ FILTER       ?=
 # Debian packages. libbenchmark-dev is needed by `test` too because the
 # release preset also builds the benchmarks.
 TEST_PKGS  := cmake ninja-build g++ clang-16 libclang-rt-16-dev libgtest-dev python3 libbenchmark-dev
-BENCH_PKGS := $(TEST_PKGS)
+# The bench peers' toolchains from Debian (Go, cargo and the JDKs come with the machine or not;
+# .NET Core comes from PyPI into build/peers/venv). A missing one only skips that peer.
+BENCH_PKGS := $(TEST_PKGS) libasio-dev libtbb-dev mono-mcs python3-venv python3-matplotlib
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
@@ -94,9 +100,14 @@ _test-one:
 	$(call run_preset,$(PRESET))
 
 # --- benchmarks --------------------------------------------------------------------
-BENCH_ARGS := $(if $(filter-out 0 no false off OFF,$(QUICK)),--quick) $(if $(FILTER),--filter '$(FILTER)')
+BENCH_QUICK := $(filter-out 0 no false off OFF,$(QUICK))
+BENCH_ARGS  := $(if $(BENCH_QUICK),--quick) $(if $(FILTER),--filter '$(FILTER)') \
+               $(if $(BENCH_QUICK)$(FILTER),,--docs) \
+               --command "make bench$(if $(BENCH_QUICK), QUICK=1)$(if $(FILTER), FILTER=$(FILTER))"
 
-bench: deps-bench
+# deps-bench may fail (no network, not root): the peers it would bring are then skipped.
+bench:
+	-@$(MAKE) deps-bench
 	cmake --preset $(BENCH_PRESET)
 	cmake --build --preset $(BENCH_PRESET) -j$(JOBS)
 	python3 bench/run.py --build build/$(BENCH_PRESET) $(BENCH_ARGS)

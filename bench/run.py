@@ -1,24 +1,22 @@
 #!/usr/bin/env python3
-"""tpl benchmark runner (python3 standard library only).
+"""tpl benchmark runner: tpl and its peers side by side (python3 stdlib; matplotlib optional).
 
-Runs, from a CMake build directory:
+1. ``<build>/bench/tpl_micro_bench`` (Google Benchmark, tpl only): one table per group
+   (``Group/Method`` names); the counter ``bytes_per_op`` is shown as "Allocated".
 
-1. ``<build>/bench/tpl_micro_bench`` (Google Benchmark).  Benchmark names are
-   ``Group/Method`` (e.g. ``task_sync/call_await``); one table is printed per
-   group.  The user counter ``bytes_per_op`` (if set) is shown as "Allocated".
+2. The workload groups (GROUPS below: the seeds' workloads). Programs: every
+   ``<build>/bench/tpl_wl_*`` (bench/workload.hpp) and one program per peer runtime
+   (bench/peers/, built by bench/peers/peers.py; a missing toolchain skips that peer). All speak
+   one protocol (bench/peers/README.md): ``--list`` names their methods, ``--run GROUP METHOD
+   [--quick]`` warms up and prints ONE measured sample as a JSON line. This runner interleaves
+   the invocations of every method of a group round by round (A B C A B C ...), so drift on a
+   shared machine hits all alike, checks every checksum, and measures each child's peak RSS.
 
-2. every ``<build>/bench/tpl_wl_*`` workload executable.  A workload prints on
-   stdout one JSON object per line and per method::
-
-     {"group": "chain", "method": "tpl task chain", "samples_ms": [1.2, 1.3],
-      "allocated_bytes": 123 or null, "peak_rss_kb": 456 or null}
-
-   Any other stdout line is ignored.  ``--quick`` is passed on when quick.
-
-Tables: Method | Mean | Ratio | Allocated (| Min-Max | Peak RSS for workloads);
-Ratio = Mean / Mean of the first row of the group.  For workloads Mean is the
-median of the samples.  All raw results are written to build/bench-results.json
-(``--out``).  Exit status is non-zero if any program failed.
+Tables: Method | Runtime | Mean (median of the rounds) | Min-Max | Ratio (to the first row) |
+Allocated | Peak RSS. Raw samples: build/bench-results.json (``--out``). Plots: bench/plot.py
+(build/bench-plots/, or docs/img/ with ``--docs``, which also regenerates the marked region of
+docs/benchmarks.md). ``--self-test``: every group once, quick, fails on malformed results (the
+ctest ``bench_harness``). Exit status is non-zero if any program failed.
 """
 
 from __future__ import annotations
@@ -30,12 +28,19 @@ import os
 import platform
 import re
 import shlex
+import shutil
+import signal
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "peers"))
+import peers  # noqa: E402  (bench/peers/peers.py: finds toolchains, builds the peer programs)
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 MICRO_NAME = "tpl_micro_bench"
@@ -244,72 +249,527 @@ def run_micro(exe: Path, args, failures: list[str]) -> dict:
 
 
 # --------------------------------------------------------------------------- #
-# workloads
+# workload groups: tpl's programs and the peers', side by side
 # --------------------------------------------------------------------------- #
-def parse_workload_output(text: str, exe_name: str) -> list[dict]:
-    records = []
-    for lineno, line in enumerate(text.splitlines(), 1):
-        line = line.strip()
-        if not line.startswith("{"):
-            continue
+def _cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def _sum_below(n: int) -> int:
+    return n * (n - 1) // 2
+
+
+# group -> description, expected checksum (full, quick) or None (the programs check their own),
+# timeline: per-item start times are plotted.  The order is the report's order.
+GROUPS: dict[str, dict] = {
+    "chain": dict(desc="1,000,000-link chain: each link awaits the previous one and adds 1 "
+                       "(seed 001; quick: 100,000)", expect=(1_000_000, 100_000)),
+    "chain_channels": dict(desc="1,000,000 links over channels: seed 001's Go program, one "
+                                "goroutine/task and one channel per link (quick: 100,000)",
+                           expect=(1_000_000, 100_000)),
+    "skynet": dict(desc="skynet: 1,000,000 leaves, fan-out 10, sum of the leaf numbers "
+                        "(quick: 100,000)", expect=(499_999_500_000, 4_999_950_000)),
+    "recursive_count": dict(desc="recursive async count to 1,000,000, each level deferred to "
+                                 "the scheduler (seed 001; quick: 100,000)",
+                            expect=(1_000_000, 100_000)),
+    "yield_storm": dict(desc="1,000 tasks each yielding 1,000 times (quick: 100 tasks)",
+                        expect=(1_000_000, 100_000)),
+    "ping_pong": dict(desc="two tasks hand a counter back and forth, 100,000 round trips "
+                           "(quick: 10,000)", expect=(100_000, 10_000)),
+    "jobs_100": dict(desc="seed 004: 100 jobs of 10-50 ms simulated I/O (delay = 10 + 37 i mod "
+                          "41 ms), ids summed by one consumer (quick: 20 jobs)",
+                     expect=(_sum_below(100), _sum_below(20))),
+    "for_async_1m": dict(desc="parallel loop over 1,000,000 no-op bodies (seed 000's "
+                              "ForAsync; quick: 100,000)", expect=(1_000_000, 100_000)),
+    "channel_spsc_bounded": dict(desc="10,000,000 items, 1 producer, 1 consumer, capacity 1024 "
+                                      "(quick: 1,000,000)",
+                                 expect=(_sum_below(10_000_000), _sum_below(1_000_000))),
+    "channel_spsc_unbounded": dict(desc="10,000,000 items, 1 producer, 1 consumer, unbounded "
+                                        "(quick: 1,000,000)",
+                                   expect=(_sum_below(10_000_000), _sum_below(1_000_000))),
+    "channel_mpmc_bounded": dict(desc="10,000,000 items, 2 producers x 2 consumers, capacity "
+                                      "1024 (quick: 1,000,000)",
+                                 expect=(_sum_below(10_000_000), _sum_below(1_000_000))),
+    "channel_mpmc_unbounded": dict(desc="10,000,000 items, 2 producers x 2 consumers, unbounded "
+                                        "(quick: 1,000,000)",
+                                   expect=(_sum_below(10_000_000), _sum_below(1_000_000))),
+    "sync_over_async": dict(desc="seed 000: 4 x cores pool items block on one unfinished task, "
+                                 "one more item completes it (fresh process, no warm-up); "
+                                 "Mean = time until all have run", expect=None, timeline=True),
+    "barrier": dict(desc="seed 000: 2 x cores + 1 pool items and the main thread meet at a "
+                         "barrier (fresh process, no warm-up)", expect=None, timeline=True),
+}
+
+TPL_EXAMPLES = {"sync_over_async": "example_sync_over_async", "barrier": "example_barrier"}
+
+
+@dataclass
+class Entry:
+    """One row of a group: a method of one program."""
+    group: str
+    method: str
+    program: "peers.Program"
+    kind: str = "protocol"        # "protocol" (--run) or "example" (prints a timeline)
+    samples: list = field(default_factory=list)      # ms
+    alloc: list = field(default_factory=list)
+    rss_kb: list = field(default_factory=list)
+    checksums: list = field(default_factory=list)
+    starts: list = field(default_factory=list)       # per sample: list of ms
+    error: str | None = None
+    note: str | None = None
+    wall_s: list = field(default_factory=list)      # whole invocation (start-up, warm-up)
+
+    @property
+    def label(self) -> str:
+        return f"{self.program.runtime} / {self.method}"
+
+
+_RSSWRAP: list[str] = []  # [path] once built (see bench/peers/cpp/rsswrap.c)
+
+
+def build_rsswrap(root: Path) -> None:
+    src = Path(__file__).resolve().parent / "peers" / "cpp" / "rsswrap.c"
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if not cc or not src.exists():
+        print("note: no C compiler for bench/peers/cpp/rsswrap.c; Peak RSS includes Python's")
+        return
+    exe = root / "rsswrap"
+    if not exe.exists() or exe.stat().st_mtime < src.stat().st_mtime:
+        root.mkdir(parents=True, exist_ok=True)
+        rc = subprocess.run([cc, "-O2", str(src), "-o", str(exe)]).returncode
+        if rc != 0:
+            print("note: rsswrap failed to build; Peak RSS includes Python's")
+            return
+    _RSSWRAP[:] = [str(exe)]
+
+
+def _timed_child(cmd: list[str], env: dict, timeout: float) -> tuple[int, str, str, int, float]:
+    """Runs cmd; returns (rc, stdout, stderr, peak RSS of the child in KB, wall seconds)."""
+    start = time.monotonic()
+    rss_file = None
+    if _RSSWRAP:
+        fd, rss_file = tempfile.mkstemp(prefix="tpl-bench-rss-")
+        os.close(fd)
+        cmd = [_RSSWRAP[0], rss_file] + cmd
+    try:
+        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO_ROOT,
+                             env={**os.environ, **env}, start_new_session=True)
+    except OSError as exc:
+        return -2, "", str(exc), 0, 0.0
+    bufs: dict[str, bytes] = {}
+
+    def pump(name, stream):
+        bufs[name] = stream.read()
+
+    readers = [threading.Thread(target=pump, args=(n, s), daemon=True)
+               for n, s in (("out", p.stdout), ("err", p.stderr))]
+    for t in readers:
+        t.start()
+    expired = threading.Event()
+
+    def kill():
+        expired.set()
         try:
-            obj = json.loads(line)
-        except json.JSONDecodeError:
-            continue  # not a result line
-        if not isinstance(obj, dict) or "method" not in obj or "samples_ms" not in obj:
-            continue
-        samples = obj.get("samples_ms") or []
-        if not isinstance(samples, list) or not all(isinstance(s, (int, float)) for s in samples):
-            print(f"!! {exe_name}:{lineno}: samples_ms is not a list of numbers; ignored",
-                  file=sys.stderr)
-            continue
-        obj.setdefault("group", exe_name[len(WORKLOAD_PREFIX):])
-        records.append(obj)
-    return records
+            os.killpg(p.pid, signal.SIGKILL)  # the wrapper and the program it runs
+        except OSError:
+            pass
+
+    killer = threading.Timer(timeout, kill)
+    killer.start()
+    try:
+        _, status, ru = os.wait4(p.pid, 0)
+    finally:
+        killer.cancel()
+    p.returncode = os.waitstatus_to_exitcode(status)
+    try:
+        os.killpg(p.pid, signal.SIGKILL)  # leftovers (a program's own children)
+    except OSError:
+        pass
+    for t in readers:
+        t.join(10)
+    rss = int(ru.ru_maxrss)
+    if rss_file:
+        try:
+            rss = int(Path(rss_file).read_text().strip() or 0)
+        except (OSError, ValueError):
+            pass
+        finally:
+            os.unlink(rss_file)
+    rc = -1 if expired.is_set() else p.returncode
+    return (rc, bufs.get("out", b"").decode(errors="replace"),
+            bufs.get("err", b"").decode(errors="replace"), rss, time.monotonic() - start)
 
 
-def run_workload(exe: Path, args, failures: list[str]) -> dict:
-    cmd = [str(exe)] + (["--quick"] if args.quick else []) + args.workload_arg
-    rc, out, elapsed = run_program(cmd, args.timeout)
-    records = parse_workload_output(out, exe.name)
-    result = {"executable": str(exe), "command": cmd, "returncode": rc,
-              "seconds": round(elapsed, 3), "results": records, "ok": rc == 0 and bool(records)}
-    if args.verbose or rc != 0:
-        sys.stdout.write(out)
+_TS_RE = re.compile(r"^\s*(?:\[?)(?P<ts>(?:\d+:)?\d+:\d+(?:\.\d+)?|\d+(?:\.\d+)?)\s*(?P<unit>ms|s)?"
+                    r"\]?\s*:\s*(?P<id>\d+)\s*$")
+_DONE_RE = re.compile(r"^\s*Done\s*:?\s*(?P<ts>(?:\d+:)?\d+:\d+(?:\.\d+)?|\d+(?:\.\d+)?)\s*"
+                      r"(?P<unit>ms|s)?", re.I)
+
+
+def _ts_ms(ts: str, unit: str | None) -> float:
+    if ":" in ts:  # [hh:]mm:ss.fffffff (a .NET TimeSpan, as the seed prints)
+        parts = [float(x) for x in ts.split(":")]
+        secs = 0.0
+        for p in parts:
+            secs = secs * 60 + p
+        return secs * 1000.0
+    return float(ts) * (1000.0 if unit == "s" else 1.0)
+
+
+def parse_timeline(text: str) -> tuple[list[float], float | None]:
+    """Seed-000-style output ('<time>: <id>' per item, 'Done: <time>') -> (starts_ms, done_ms)."""
+    starts, done = [], None
+    for line in text.splitlines():
+        m = _DONE_RE.match(line)
+        if m:
+            done = _ts_ms(m.group("ts"), m.group("unit"))
+            continue
+        m = _TS_RE.match(line)
+        if m:
+            starts.append(_ts_ms(m.group("ts"), m.group("unit")))
+    if starts and min(starts) > (done if done is not None else 60_000.0):
+        first = min(starts)  # wall-clock stamps (the seed's "mm:ss.ff"): make them offsets
+        starts = [v - first for v in starts]
+    return starts, done
+
+
+def run_entry(e: Entry, quick: bool, timeout: float) -> str | None:
+    """Runs one sample of e; appends it; returns an error message or None."""
+    if e.kind == "example":
+        cmd = list(e.program.argv)
+    else:
+        cmd = e.program.argv + ["--run", e.group, e.method] + (["--quick"] if quick else [])
+    rc, out, err, rss, wall = _timed_child(cmd, e.program.env, timeout)
+    e.wall_s.append(round(wall, 3))
     if rc != 0:
-        failures.append(f"{exe.name}: {describe_rc(rc)}")
-        print(f"!! {exe.name} failed: {describe_rc(rc)}", file=sys.stderr)
-    elif not records:
-        failures.append(f"{exe.name}: printed no result lines")
-        print(f"!! {exe.name}: printed no JSON result lines", file=sys.stderr)
+        tail = " | ".join(ln for ln in err.strip().splitlines()[-3:])
+        return f"{describe_rc(rc)}: {tail[-300:]}" if tail else describe_rc(rc)
+    if e.kind == "example":
+        starts, done = parse_timeline(out)
+        if not starts:
+            return "printed no '<time>: <id>' timeline lines"
+        e.samples.append(done if done is not None else wall * 1000.0)
+        e.starts.append(sorted(starts))
+        e.checksums.append(len(starts))
+        e.alloc.append(None)
+        e.rss_kb.append(rss)
+        return None
+    record = None
+    for line in out.splitlines():
+        line = line.strip()
+        if line.startswith("{"):
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(obj, dict) and "ms" in obj:
+                record = obj
+    if record is None:
+        return "printed no JSON result line"
+    ms, checksum = record.get("ms"), record.get("checksum")
+    if not isinstance(ms, (int, float)) or isinstance(ms, bool) or not ms >= 0 or ms != ms:
+        return f"bad 'ms' in {record}"
+    if not isinstance(checksum, int) or isinstance(checksum, bool):
+        return f"bad 'checksum' in {record}"
+    if record.get("group") != e.group or record.get("method") != e.method:
+        return f"answered for {record.get('group')!r} / {record.get('method')!r}"
+    spec = GROUPS.get(e.group, {})
+    if spec.get("expect"):
+        want = spec["expect"][1 if quick else 0]
+        if checksum != want and e.program.key == "tpl":
+            # tpl's workload checks its own expected value; a different one means a different
+            # size or checksum convention from the peers': flag it in the table, do not fail.
+            e.note = f"checksum {checksum}, the peers' {want}: not the same work?"
+        elif checksum != want:
+            return f"wrong checksum {checksum} (expected {want})"
+    elif checksum <= 0:
+        return f"checksum {checksum} (expected the number of items run)"
+    alloc = record.get("allocated_bytes")
+    starts = record.get("starts_ms")
+    if spec.get("timeline"):
+        if not isinstance(starts, list) or not starts or \
+                not all(isinstance(s, (int, float)) for s in starts):
+            return "printed no 'starts_ms' list for a timeline group"
+    e.samples.append(float(ms))
+    e.checksums.append(checksum)
+    e.alloc.append(alloc if isinstance(alloc, (int, float)) and not isinstance(alloc, bool)
+                   else None)
+    e.rss_kb.append(rss)
+    e.starts.append(sorted(starts) if isinstance(starts, list) else None)
+    return None
 
-    groups: dict[str, list[dict]] = {}
-    for r in records:
-        groups.setdefault(str(r["group"]), []).append(r)
+
+def list_methods(prog: "peers.Program") -> tuple[list[tuple[str, str]], str | None]:
+    rc, out, err, _, _ = _timed_child(prog.argv + ["--list"], prog.env, 120)
+    if rc != 0:
+        return [], f"--list failed: {describe_rc(rc)} {err.strip()[-200:]}"
+    pairs = []
+    for line in out.splitlines():
+        if "\t" in line:
+            g, m = line.rstrip("\n").split("\t", 1)
+            pairs.append((g.strip(), m.strip()))
+    return pairs, None if pairs else "--list printed no methods"
+
+
+def gxx_version() -> str:
+    try:
+        out = subprocess.run(["g++", "-dumpfullversion"], stdout=subprocess.PIPE, text=True,
+                             timeout=30).stdout.strip()
+        return out or "?"
+    except (OSError, subprocess.TimeoutExpired):
+        return "?"
+
+
+def discover_tpl(build: Path, failures: list[str]) -> tuple[list[Entry], list[str]]:
+    """tpl's methods: every tpl_wl_* --list, plus the injection examples."""
+    entries: list[Entry] = []
+    notes: list[str] = []
+    runtime = f"tpl (g++ {gxx_version()} -O2)"
+    for exe in sorted((build / "bench").glob(WORKLOAD_PREFIX + "*")):
+        if not (exe.is_file() and os.access(exe, os.X_OK)):
+            continue
+        prog = peers.Program("tpl", runtime, [str(exe)], details={"exe": exe.name})
+        pairs, why = list_methods(prog)
+        if why:
+            failures.append(f"{exe.name}: {why}")
+            continue
+        entries += [Entry(g, m, prog) for g, m in pairs]
+    for group, name in TPL_EXAMPLES.items():
+        exe = build / "examples" / name
+        if exe.is_file() and os.access(exe, os.X_OK) and \
+                not any(e.group == group for e in entries):
+            prog = peers.Program("tpl", runtime, [str(exe)], details={"exe": name})
+            entries.append(Entry(group, f"{name} (seed's program)", prog, kind="example"))
+    return entries, notes
+
+
+def group_selected(filter_re: str, group: str) -> bool:
+    if not filter_re:
+        return True
+    if filter_re in GROUPS or filter_re.lstrip("-") in GROUPS:
+        neg = filter_re.startswith("-")
+        return (group == filter_re.lstrip("-")) != neg
+    return matches(filter_re, group)
+
+
+def progress(msg: str) -> None:
+    if sys.stderr.isatty():
+        sys.stderr.write("\r\033[K" + msg[:150])
+        sys.stderr.flush()
+    else:
+        print(msg, flush=True)
+
+
+def run_groups(groups: dict[str, list[Entry]], reps: int, quick: bool, timeout: float,
+               failures: list[str]) -> None:
+    total = sum(len(v) for v in groups.values()) * reps
+    done = 0
+    t_start = time.monotonic()
     for group, entries in groups.items():
-        stats = []
-        for r in entries:
-            s = r["samples_ms"]
-            med = statistics.median(s) * 1e6 if s else None
-            lo = min(s) * 1e6 if s else None
-            hi = max(s) * 1e6 if s else None
-            stats.append((r, med, lo, hi))
-        base = stats[0][1]
-        n = max(len(r["samples_ms"]) for r in entries)
-        table = []
-        for r, med, lo, hi in stats:
-            rss = r.get("peak_rss_kb")
-            table.append([
-                str(r["method"]),
-                fmt_time_ns(med),
-                f"{fmt_time_ns(lo)} - {fmt_time_ns(hi)}" if lo is not None else "-",
-                fmt_ratio(med, base),
-                fmt_bytes(r.get("allocated_bytes")),
-                fmt_bytes(rss * 1024) if isinstance(rss, (int, float)) else "-",
-            ])
-        print_table(f"## {group}  ({exe.name}; Mean = median of {n} samples)",
-                    ["Method", "Mean", "Min - Max", "Ratio", "Allocated", "Peak RSS"], table)
-    return result
+        g0 = time.monotonic()
+        for rep in range(reps):
+            for e in entries:  # interleaved: A B C A B C ...
+                done += 1
+                if e.error:
+                    continue
+                el = time.monotonic() - t_start
+                progress(f"[{done}/{total} {el:5.0f} s] {group} round {rep + 1}/{reps}: "
+                         f"{e.label}")
+                err = run_entry(e, quick, timeout)
+                if err:
+                    e.error = err
+                    failures.append(f"{group}: {e.label}: {err}")
+                    progress("")
+                    print(f"!! {group}: {e.label}: {err}", file=sys.stderr, flush=True)
+        if sys.stderr.isatty():
+            progress("")
+            sys.stderr.write("\r\033[K")
+        print(f"   {group}: {len(entries)} methods x {reps} rounds in "
+              f"{time.monotonic() - g0:.1f} s", flush=True)
+
+
+def summarize(group: str, entries: list[Entry], programs: list, tpl_present: bool) -> dict:
+    rows = []
+    for e in entries:
+        row = {"method": e.method, "runtime": e.program.runtime, "program": e.program.key,
+               "samples_ms": e.samples, "checksums": e.checksums, "allocated_bytes": e.alloc,
+               "peak_rss_kb": e.rss_kb, "error": e.error, "note": e.note,
+               "invocation_wall_s": e.wall_s}
+        if any(s is not None for s in e.starts):
+            row["starts_ms"] = e.starts
+        if e.samples and not e.error:
+            row["median_ms"] = statistics.median(e.samples)
+            row["min_ms"], row["max_ms"] = min(e.samples), max(e.samples)
+            allocs = [a for a in e.alloc if a is not None]
+            row["allocated_median"] = statistics.median(allocs) if allocs else None
+            row["peak_rss_kb_max"] = max(e.rss_kb) if e.rss_kb else None
+        rows.append(row)
+    present = {e.program.key for e in entries}
+    skipped = [f"{p.runtime} ({p.skipped})" for p in programs if p.skipped]
+    no_idiom = [p.runtime for p in programs if not p.skipped and p.key not in present]
+    return {"description": GROUPS.get(group, {}).get("desc", ""), "rows": rows,
+            "tpl": "present" if tpl_present else "not built yet",
+            "skipped": skipped, "not_in_group": no_idiom}
+
+
+def group_table(group: str, s: dict) -> list[str]:
+    headers = ["Method", "Runtime", "Mean", "Min-Max", "Ratio", "Allocated", "Peak RSS"]
+    rows = []
+    if s["tpl"] != "present":
+        rows.append(["tpl: not built yet", "tpl", "-", "-", "-", "-", "-"])
+    base = None
+    for r in s["rows"]:
+        if r.get("median_ms") is not None:
+            base = r["median_ms"]
+            break
+    for r in s["rows"]:
+        if r.get("median_ms") is None:
+            rows.append([r["method"], r["runtime"], "FAILED", (r["error"] or "")[:60],
+                         "-", "-", "-"])
+            continue
+        rss = r.get("peak_rss_kb_max")
+        rows.append([r["method"], r["runtime"], fmt_time_ns(r["median_ms"] * 1e6),
+                     f"{fmt_time_ns(r['min_ms'] * 1e6)} - {fmt_time_ns(r['max_ms'] * 1e6)}",
+                     fmt_ratio(r["median_ms"], base), fmt_bytes(r.get("allocated_median")),
+                     fmt_bytes(rss * 1024) if rss else "-"])
+    return table_lines(headers, rows)
+
+
+def table_lines(headers: list[str], rows: list[list[str]]) -> list[str]:
+    widths = [len(h) for h in headers]
+    for row in rows:
+        for i, cell in enumerate(row):
+            widths[i] = max(widths[i], len(cell))
+
+    def line(cells: list[str]) -> str:
+        out = [c.ljust(w) for c, w in zip(cells[:2], widths[:2])]
+        out += [c.rjust(w) for c, w in zip(cells[2:], widths[2:])]
+        return "| " + " | ".join(out) + " |"
+
+    sep = "|" + "|".join(("-" * (w + 1) + ":") if i >= 2 else ("-" * (w + 2))
+                         for i, w in enumerate(widths)) + "|"
+    return [line(headers), sep] + [line(r) for r in rows]
+
+
+def group_footer(s: dict) -> list[str]:
+    out = [f"Note: {r['runtime']} / {r['method']}: {r['note']}" for r in s["rows"] if r.get("note")]
+    if s["not_in_group"]:
+        out.append("Not in this group (no program for it): " + ", ".join(s["not_in_group"]) + ".")
+    if s["skipped"]:
+        out.append("Skipped peers: " + "; ".join(s["skipped"]) + ".")
+    return out
+
+
+# --------------------------------------------------------------------------- #
+# machine description, docs, plots
+# --------------------------------------------------------------------------- #
+def machine_description() -> dict:
+    d = {"platform": platform.platform(), "cores": _cores(), "cpu_count": os.cpu_count()}
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                d["cpu"] = line.split(":", 1)[1].strip()
+                break
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal"):
+                d["memory_gib"] = round(int(line.split()[1]) / 1024 / 1024, 1)
+        d["loadavg_start"] = Path("/proc/loadavg").read_text().split()[:3]
+    except OSError:
+        pass
+    try:
+        for line in Path("/etc/os-release").read_text().splitlines():
+            if line.startswith("PRETTY_NAME="):
+                d["os"] = line.split("=", 1)[1].strip('"')
+    except OSError:
+        pass
+    return d
+
+
+DOC_BEGIN = "<!-- bench:begin (generated by bench/run.py --docs; edit outside this region) -->"
+DOC_END = "<!-- bench:end -->"
+
+
+def write_docs(results: dict, micro_tables: list[str], plots: list[str], path: Path) -> None:
+    m = results["machine"]
+    load = results.get("loadavg_end", ["?"])
+    lines = [DOC_BEGIN, "", "## Results", "",
+             f"Machine: {m.get('cpu', '?')}, {m.get('cores')} cores, "
+             f"{m.get('memory_gib', '?')} GiB, {m.get('os', '?')}; tpl built with g++ "
+             f"{gxx_version()} -O2 (release preset). Run {results['date']} with "
+             f"`{results['command']}` ({results['reps']} rounds per group, "
+             f"{results['elapsed_s'] / 60:.1f} min in all). Load average at the start "
+             f"{' '.join(m.get('loadavg_start', ['?']))}, at the end {' '.join(load)}: "
+             "the machine is shared (other builds ran at the same time), so the figures are "
+             "noisy; compare rows of one table (they were interleaved), not runs.", "",
+             "Mean is the median of the rounds, Min-Max their range, Ratio the Mean over the "
+             "first row's. Allocated: bytes allocated by the measured run (tpl: global "
+             "operator new; Go: MemStats.TotalAlloc; .NET Core: GC.GetTotalAllocatedBytes; "
+             "Java: all threads' allocated bytes; '-' where not measurable). Peak RSS: the "
+             "whole process's (for Java and .NET it includes the VM and its heap sizing).", "",
+             "Peers:", ""]
+    for p in results["peers"]:
+        lines.append(f"- {p['runtime']}: " + (f"skipped: {p['skipped']}" if p["skipped"]
+                                               else "built and run"))
+    lines.append("")
+    for group, s in results["groups"].items():
+        lines += [f"### {group}", "", s["description"], ""]
+        lines += group_table(group, s)
+        foot = group_footer(s)
+        if foot:
+            lines += [""] + foot
+        lines.append("")
+        for p in plots:
+            if Path(p).stem in (f"bench-{group}", f"timeline-{group}"):
+                rel = os.path.relpath(p, path.parent)
+                lines += [f"![{Path(p).stem}]({rel})", ""]
+    if micro_tables:
+        lines += ["### Micro-benchmarks (`tpl_micro_bench`, tpl only)", ""] + micro_tables + [""]
+    lines.append(DOC_END)
+    text = path.read_text() if path.exists() else "# Benchmarks\n"
+    block = "\n".join(lines)
+    if DOC_BEGIN in text and DOC_END in text:
+        pre = text.split(DOC_BEGIN)[0]
+        post = text.split(DOC_END, 1)[1]
+        text = pre + block + post
+    else:
+        text = text.rstrip("\n") + "\n\n" + block + "\n"
+    path.write_text(text)
+    print(f"docs written to {path}")
+
+
+def find_matplotlib_python(venv: Path, allow_install: bool) -> tuple[str | None, str]:
+    cands = [sys.executable, "/usr/bin/python3", str(venv / "bin" / "python")]
+    for py in cands:
+        if Path(py).exists():
+            try:
+                if subprocess.run([py, "-c", "import matplotlib"], stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.DEVNULL, timeout=120).returncode == 0:
+                    return py, ""
+            except (OSError, subprocess.TimeoutExpired):
+                pass
+    if not allow_install:
+        return None, "matplotlib not found"
+    ok, why = peers.ensure_venv(venv, ["matplotlib"])
+    return (str(venv / "bin" / "python"), "") if ok else (None, why)
+
+
+def micro_markdown(micro: dict | None) -> list[str]:
+    if not micro or not micro.get("summary"):
+        return []
+    out = []
+    for group, entries in micro["summary"].items():
+        base = entries[0]["mean_ns"] if entries else None
+        rows = [[e["method"], "tpl", fmt_time_ns(e["mean_ns"]), "-",
+                 fmt_ratio(e["mean_ns"], base), fmt_bytes(e["bytes_per_op"]), "-"]
+                for e in entries]
+        out += [f"#### {group}", ""]
+        out += table_lines(["Method", "Runtime", "Mean", "Min-Max", "Ratio", "Allocated",
+                            "Peak RSS"], rows)
+        out.append("")
+    return out
 
 
 # --------------------------------------------------------------------------- #
@@ -319,85 +779,165 @@ def main() -> int:
     ap.add_argument("--build", default="build/release",
                     help="CMake build directory (default: build/release)")
     ap.add_argument("--quick", action="store_true",
-                    help="short runs: --benchmark_min_time for micro, --quick for workloads")
+                    help="smoke run: small sizes, 1 round, short micro benchmarks")
     ap.add_argument("--filter", default="",
-                    help="regex: Google Benchmark filter for micro benchmarks; workloads "
-                         "whose executable name does not match are skipped ('-re' negates)")
+                    help="a group name (exactly that group) or a regex over group names; "
+                         "also the Google Benchmark filter for the micro benchmarks "
+                         "('-re' negates)")
+    ap.add_argument("--reps", type=int, default=None,
+                    help="measured rounds per group (default 5, quick 1)")
     ap.add_argument("--out", default=None,
                     help="raw JSON results file (default: <repo>/build/bench-results.json)")
-    ap.add_argument("--timeout", type=float, default=3600,
-                    help="per-program timeout in seconds (default 3600)")
+    ap.add_argument("--timeout", type=float, default=None,
+                    help="per-invocation timeout in seconds (default 300, quick 120)")
     ap.add_argument("--no-micro", action="store_true", help="skip tpl_micro_bench")
-    ap.add_argument("--no-workloads", action="store_true", help="skip tpl_wl_* workloads")
+    ap.add_argument("--no-workloads", action="store_true", help="skip the workload groups")
+    ap.add_argument("--no-peers", action="store_true", help="tpl's programs only")
+    ap.add_argument("--peers", default=None,
+                    help="comma-separated subset of " + ",".join(peers.BUILDERS))
+    ap.add_argument("--rebuild-peers", action="store_true",
+                    help="ignore cached peer builds (and cached build failures)")
+    ap.add_argument("--no-plots", action="store_true", help="no PNG plots")
+    ap.add_argument("--docs", action="store_true",
+                    help="regenerate the marked region of docs/benchmarks.md and docs/img/*.png")
+    ap.add_argument("--self-test", action="store_true",
+                    help="harness test: every group, quick, 1 round, every available peer; "
+                         "fails if a built program prints a malformed or wrong result")
+    ap.add_argument("--command", default=None, help="the command line to quote in the docs")
     ap.add_argument("--micro-arg", action="append", default=[],
                     help="extra argument for tpl_micro_bench (repeatable)")
-    ap.add_argument("--workload-arg", action="append", default=[],
-                    help="extra argument for every workload (repeatable)")
     ap.add_argument("-v", "--verbose", action="store_true", help="echo the programs' stdout")
     args = ap.parse_args()
+
+    if args.self_test:
+        args.quick = True
+        args.no_plots = True
+        args.docs = False
+        if args.reps is None:
+            args.reps = 1
+    reps = args.reps if args.reps is not None else (1 if args.quick else 5)
+    timeout = args.timeout if args.timeout is not None else (120 if args.quick else 300)
 
     build = Path(args.build)
     if not build.is_absolute():
         build = (Path.cwd() / build).resolve()
     bench_dir = build / "bench"
     out_path = Path(args.out) if args.out else REPO_ROOT / "build" / "bench-results.json"
+    peers_root = Path(os.environ.get("TPL_BENCH_PEERS_DIR") or REPO_ROOT / "build" / "peers")
+    venv = peers_root / "venv"
 
     if not bench_dir.is_dir():
         print(f"error: {bench_dir} does not exist (configure/build with TPL_BUILD_BENCH=ON first)",
               file=sys.stderr)
         return 2
 
-    def is_exe(p: Path) -> bool:
-        return p.is_file() and os.access(p, os.X_OK)
-
-    micro = bench_dir / MICRO_NAME
-    workloads = sorted(p for p in bench_dir.glob(WORKLOAD_PREFIX + "*") if is_exe(p))
-    if not is_exe(micro) and not workloads:
-        print(f"error: no {MICRO_NAME} and no {WORKLOAD_PREFIX}* executables in {bench_dir}",
-              file=sys.stderr)
-        return 1
-
+    t_run = time.monotonic()
+    build_rsswrap(peers_root)
     failures: list[str] = []
     results: dict = {
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "host": platform.node(),
-        "platform": platform.platform(),
-        "cpu_count": os.cpu_count(),
+        "machine": machine_description(),
+        "command": args.command or shlex.join([Path(sys.argv[0]).name] + sys.argv[1:]),
         "build_dir": str(build),
         "quick": args.quick,
+        "reps": reps,
         "filter": args.filter,
         "micro": None,
-        "workloads": {},
+        "peers": [],
+        "groups": {},
     }
+    print(f"tpl benchmarks: build={build} quick={args.quick} rounds={reps} "
+          f"filter={args.filter or '(none)'}")
 
-    print(f"tpl benchmarks: build={build} quick={args.quick} filter={args.filter or '(none)'}")
-
-    if not args.no_micro:
-        print("\n=== micro benchmarks ===")
-        if is_exe(micro):
+    micro = bench_dir / MICRO_NAME
+    if not args.no_micro and not args.self_test:
+        print("\n=== micro benchmarks (tpl only) ===")
+        if micro.is_file() and os.access(micro, os.X_OK):
             results["micro"] = run_micro(micro, args, failures)
         else:
             print(f"   ({MICRO_NAME} not built; skipped)")
+    elif args.self_test and micro.is_file():
+        rc, out, err, _, _ = _timed_child([str(micro), "--benchmark_list_tests"], {}, 120)
+        if rc != 0 or not out.strip():
+            failures.append(f"{MICRO_NAME} --benchmark_list_tests: {describe_rc(rc)}")
 
+    plots: list[str] = []
     if not args.no_workloads:
-        print("\n=== workloads ===")
-        selected = [w for w in workloads if matches(args.filter, w.name)]
-        if not selected:
-            print("   (no workload selected)")
-        for exe in selected:
+        print("\n=== workload groups: tpl and the peers, interleaved ===")
+        tpl_entries, _ = discover_tpl(build, failures)
+        programs: list = []
+        if not args.no_peers:
+            only = args.peers.split(",") if args.peers else None
+            if only is None or "coreclr" in only:
+                ok, why = peers.ensure_venv(venv, ["dotnetcore2"])
+                if not ok:
+                    print(f"peers: {why}")
+            programs = peers.build_all(peers_root, args.rebuild_peers, only, venv)
+        results["peers"] = [{"key": p.key, "runtime": p.runtime, "skipped": p.skipped,
+                             "details": p.details} for p in programs]
+        peer_entries: list[Entry] = []
+        for p in programs:
+            if p.skipped:
+                continue
+            pairs, why = list_methods(p)
+            if why:
+                failures.append(f"{p.runtime}: {why}")
+                p.skipped = why
+                continue
+            peer_entries += [Entry(g, m, p) for g, m in pairs]
+        names = list(GROUPS) + sorted({e.group for e in tpl_entries + peer_entries} - set(GROUPS))
+        groups: dict[str, list[Entry]] = {}
+        for g in names:
+            if not group_selected(args.filter, g):
+                continue
+            es = [e for e in tpl_entries if e.group == g] + [e for e in peer_entries if e.group == g]
+            groups[g] = es
+        run_groups({g: es for g, es in groups.items() if es}, reps, args.quick, timeout, failures)
+        for g, es in groups.items():
+            tpl_present = any(e.program.key == "tpl" for e in es)
+            s = summarize(g, es, programs, tpl_present)
+            results["groups"][g] = s
             print()
-            results["workloads"][exe.name] = run_workload(exe, args, failures)
+            print(f"## {g}: {s['description']}")
+            for line in group_table(g, s):
+                print(line)
+            for line in group_footer(s):
+                print(line)
 
+    results["loadavg_end"] = machine_description().get("loadavg_start")
+    results["elapsed_s"] = round(time.monotonic() - t_run, 1)
     results["failures"] = failures
     out_path.parent.mkdir(parents=True, exist_ok=True)
     out_path.write_text(json.dumps(results, indent=2) + "\n")
-    print(f"\nraw results written to {out_path}")
+    print(f"\nraw results (every sample) written to {out_path}")
 
+    if results["groups"] and not args.no_plots:
+        py, why = find_matplotlib_python(venv, allow_install=True)
+        img_dir = REPO_ROOT / "docs" / "img" if args.docs else REPO_ROOT / "build" / "bench-plots"
+        if py is None:
+            print(f"plots skipped: {why}")
+        else:
+            rc, out, err, _, _ = _timed_child(
+                [py, str(Path(__file__).with_name("plot.py")), str(out_path), str(img_dir)], {}, 300)
+            sys.stdout.write(out)
+            if rc != 0:
+                print(f"plots failed: {err.strip()[-500:]}")
+            plots = [ln.split(" ", 1)[1].strip() for ln in out.splitlines()
+                     if ln.startswith("wrote ")]
+    if args.docs:
+        write_docs(results, micro_markdown(results["micro"]), plots,
+                   REPO_ROOT / "docs" / "benchmarks.md")
+
+    print(f"total {results['elapsed_s'] / 60:.1f} min")
     if failures:
         print("\nFAILED:", file=sys.stderr)
         for f in failures:
             print(f"  - {f}", file=sys.stderr)
         return 1
+    if args.self_test:
+        n = sum(len(s["rows"]) for s in results["groups"].values())
+        print(f"self-test passed: {n} programs printed well-formed results")
     return 0
 
 

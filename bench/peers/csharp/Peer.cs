@@ -1,0 +1,463 @@
+// C# peer of tpl's benchmark workloads (see bench/peers/README.md for the protocol):
+//
+//   peer --list                             one "<group>\t<method>" line per method
+//   peer --run <group> <method> [--quick]   warm-up at the quick size, one measured run,
+//                                           one JSON line on stdout
+//
+// Compiled twice by Mono's mcs: for Mono (mscorlib) and, with -define:CORECLR, against the
+// framework assemblies of .NET Core 3.1 (PyPI's dotnetcore2), run on CoreCLR. Written as a C#
+// programmer would: async/await, Task.Run, TaskCompletionSource, Task.WhenAll, Parallel.For,
+// System.Threading.Channels (CoreCLR only: Mono's class library has none).
+using System;
+using System.Collections.Concurrent;
+using System.Collections.Generic;
+using System.Diagnostics;
+using System.Globalization;
+using System.Text;
+using System.Threading;
+using System.Threading.Tasks;
+#if CORECLR
+using System.Threading.Channels;
+#endif
+
+static class Peer
+{
+    delegate long Body(bool quick, Recorder rec);
+
+    sealed class Method
+    {
+        public string Group, Name;
+        public Body Run;
+        public bool NoWarmup;
+        public Method(string g, string n, Body b, bool noWarmup = false) { Group = g; Name = n; Run = b; NoWarmup = noWarmup; }
+    }
+
+    sealed class Recorder
+    {
+        readonly Stopwatch sw = Stopwatch.StartNew();
+        public readonly List<double> Starts = new List<double>();
+        public void Start() { double ms = sw.Elapsed.TotalMilliseconds; lock (Starts) Starts.Add(ms); }
+    }
+
+    static int Pick(bool quick, int full, int small) { return quick ? small : full; }
+
+    // ---- chain: seed 001's C# (an async method per link awaiting the previous task) ----------
+    static async Task<int> AddOne(Task<int> input) { return 1 + await input; }
+
+    static async Task<int> AddOneYield(Task<int> input)
+    {
+        var result = 1 + await input;
+        await Task.Yield();
+        return result;
+    }
+
+    static long Chain(int n, bool yield)
+    {
+        var tcs = new TaskCompletionSource<int>();
+        Task<int> right = tcs.Task;
+        for (int i = 0; i < n; i++) right = yield ? AddOneYield(right) : AddOne(right);
+        tcs.SetResult(0);
+        return right.Result;
+    }
+
+#if CORECLR
+    // ---- chain_channels: seed 001's channel program ------------------------------------------
+    static async Task AddOne(ChannelWriter<int> output, ChannelReader<int> input)
+    {
+        await output.WriteAsync(1 + await input.ReadAsync());
+    }
+
+    static long ChainChannels(int n)
+    {
+        var first = Channel.CreateBounded<int>(1);
+        var output = first;
+        for (int i = 0; i < n; i++)
+        {
+            var input = Channel.CreateBounded<int>(1);
+            AddOne(output.Writer, input.Reader);
+            output = input;
+        }
+        output.Writer.WriteAsync(0);
+        return first.Reader.ReadAsync().AsTask().Result;
+    }
+#endif
+
+    // ---- skynet --------------------------------------------------------------------------------
+    static async Task<long> Skynet(long num, long size)
+    {
+        if (size == 1) return num;
+        long sub = size / 10;
+        var kids = new Task<long>[10];
+        for (int i = 0; i < 10; i++)
+        {
+            long n = num + i * sub;
+            kids[i] = Task.Run(() => Skynet(n, sub));
+        }
+        long sum = 0;
+        foreach (var v in await Task.WhenAll(kids)) sum += v;
+        return sum;
+    }
+
+    // ---- recursive_count: seed 001's fix, each level deferred with Task.Run -----------------
+    static async Task<int> Count(int n)
+    {
+        if (n == 0) return 0;
+        return 1 + await Task.Run(() => Count(n - 1));
+    }
+
+    // ---- yield_storm -------------------------------------------------------------------------
+    static async Task<long> Yielder(int yields)
+    {
+        long done = 0;
+        for (int i = 0; i < yields; i++) { await Task.Yield(); done++; }
+        return done;
+    }
+
+    static long YieldStorm(int tasks, int yields)
+    {
+        var all = new Task<long>[tasks];
+        for (int i = 0; i < tasks; i++) all[i] = Task.Run(() => Yielder(yields));
+        long sum = 0;
+        foreach (var v in Task.WhenAll(all).Result) sum += v;
+        return sum;
+    }
+
+    // ---- ping_pong: a TaskCompletionSource per hop -----------------------------------------------
+    sealed class Court
+    {
+        public TaskCompletionSource<long> ToPong = New(), ToPing = New();
+        public static TaskCompletionSource<long> New()
+        {
+            return new TaskCompletionSource<long>(TaskCreationOptions.RunContinuationsAsynchronously);
+        }
+    }
+
+    static async Task<long> Ping(Court c, int rounds)
+    {
+        long ball = 0;
+        for (int i = 0; i < rounds; i++)
+        {
+            var back = Court.New();
+            c.ToPing = back;
+            c.ToPong.SetResult(ball);
+            ball = await back.Task;
+        }
+        return ball;
+    }
+
+    static async Task Pong(Court c, int rounds)
+    {
+        for (int i = 0; i < rounds; i++)
+        {
+            long ball = await c.ToPong.Task;
+            c.ToPong = Court.New();
+            c.ToPing.SetResult(ball + 1);
+        }
+    }
+
+    static long PingPong(int rounds)
+    {
+        var c = new Court();
+        var pong = Task.Run(() => Pong(c, rounds));
+        var ping = Task.Run(() => Ping(c, rounds));
+        long r = ping.Result;
+        pong.Wait();
+        return r;
+    }
+
+#if CORECLR
+    static long PingPongChannels(int rounds)
+    {
+        var toPong = Channel.CreateBounded<long>(1);
+        var toPing = Channel.CreateBounded<long>(1);
+        var pong = Task.Run(async () =>
+        {
+            for (int i = 0; i < rounds; i++) await toPing.Writer.WriteAsync(1 + await toPong.Reader.ReadAsync());
+        });
+        var ping = Task.Run(async () =>
+        {
+            long ball = 0;
+            for (int i = 0; i < rounds; i++)
+            {
+                await toPong.Writer.WriteAsync(ball);
+                ball = await toPing.Reader.ReadAsync();
+            }
+            return ball;
+        });
+        long r = ping.Result;
+        pong.Wait();
+        return r;
+    }
+#endif
+
+    // ---- jobs_100 (seed 004) -------------------------------------------------------------------
+    static int JobDelay(int i) { return 10 + (i * 37) % 41; }
+
+#if CORECLR
+    static async Task RunJob(ChannelWriter<int> writer, int id, int delay)
+    {
+        await Task.Delay(delay); // simulated I/O
+        await writer.WriteAsync(id);
+    }
+
+    static async Task<long> Receive(ChannelReader<int> reader)
+    {
+        long sum = 0;
+        while (await reader.WaitToReadAsync())
+        {
+            int id;
+            while (reader.TryRead(out id)) sum += id;
+        }
+        return sum;
+    }
+
+    static long JobsChannel(int n)
+    {
+        var channel = Channel.CreateUnbounded<int>();
+        var receive = Receive(channel.Reader);
+        var processing = new List<Task>();
+        for (int i = 0; i < n; i++) processing.Add(RunJob(channel.Writer, i, JobDelay(i)));
+        Task.WhenAll(processing).ContinueWith(_ => channel.Writer.Complete());
+        return receive.Result;
+    }
+#endif
+
+    static long JobsWhenAll(int n)
+    {
+        var jobs = new Task<int>[n];
+        for (int i = 0; i < n; i++)
+        {
+            int id = i;
+            jobs[i] = Task.Run(async () => { await Task.Delay(JobDelay(id)); return id; });
+        }
+        long sum = 0;
+        foreach (var v in Task.WhenAll(jobs).Result) sum += v;
+        return sum;
+    }
+
+    static long JobsParallelFor(int n, int degree)
+    {
+        long sum = 0;
+        Parallel.For(0, n, new ParallelOptions { MaxDegreeOfParallelism = degree }, i =>
+        {
+            Task.Delay(JobDelay(i)).Wait(); // seed 004's Parallel.For body: blocks its thread
+            Interlocked.Add(ref sum, i);
+        });
+        return sum;
+    }
+
+    // ---- for_async_1m ------------------------------------------------------------------------
+    [System.Runtime.CompilerServices.MethodImpl(System.Runtime.CompilerServices.MethodImplOptions.NoInlining)]
+    static void NoOp(int i) { }
+
+    static long ParallelFor(int n)
+    {
+        long ran = 0;
+        Parallel.For(0, n, () => 0L, (i, state, local) => { NoOp(i); return local + 1; },
+                     local => Interlocked.Add(ref ran, local));
+        return ran;
+    }
+
+    // ---- channels --------------------------------------------------------------------------------
+#if CORECLR
+    static long ChannelRun(int n, int producers, int consumers, Channel<long> ch)
+    {
+        var ps = new Task[producers];
+        for (int p = 0; p < producers; p++)
+        {
+            long lo = (long)n * p / producers, hi = (long)n * (p + 1) / producers;
+            ps[p] = Task.Run(async () => { for (long i = lo; i < hi; i++) await ch.Writer.WriteAsync(i); });
+        }
+        var cs = new Task<long>[consumers];
+        for (int c = 0; c < consumers; c++)
+        {
+            cs[c] = Task.Run(async () =>
+            {
+                long sum = 0;
+                while (await ch.Reader.WaitToReadAsync())
+                {
+                    long v;
+                    while (ch.Reader.TryRead(out v)) sum += v;
+                }
+                return sum;
+            });
+        }
+        Task.WaitAll(ps);
+        ch.Writer.Complete();
+        long total = 0;
+        foreach (var v in Task.WhenAll(cs).Result) total += v;
+        return total;
+    }
+
+    static Channel<long> Bounded(bool single)
+    {
+        return Channel.CreateBounded<long>(new BoundedChannelOptions(1024) { SingleReader = single, SingleWriter = single });
+    }
+
+    static Channel<long> Unbounded(bool single)
+    {
+        return Channel.CreateUnbounded<long>(new UnboundedChannelOptions { SingleReader = single, SingleWriter = single });
+    }
+#endif
+
+    static long BlockingCollectionRun(int n, int producers, int consumers, int capacity)
+    {
+        var bc = capacity > 0 ? new BlockingCollection<long>(capacity) : new BlockingCollection<long>();
+        var ps = new Task[producers];
+        for (int p = 0; p < producers; p++)
+        {
+            long lo = (long)n * p / producers, hi = (long)n * (p + 1) / producers;
+            ps[p] = Task.Factory.StartNew(() => { for (long i = lo; i < hi; i++) bc.Add(i); }, TaskCreationOptions.LongRunning);
+        }
+        var cs = new Task<long>[consumers];
+        for (int c = 0; c < consumers; c++)
+        {
+            cs[c] = Task.Factory.StartNew(() =>
+            {
+                long sum = 0;
+                foreach (var v in bc.GetConsumingEnumerable()) sum += v;
+                return sum;
+            }, TaskCreationOptions.LongRunning);
+        }
+        Task.WaitAll(ps);
+        bc.CompleteAdding();
+        long total = 0;
+        foreach (var t in cs) total += t.Result;
+        return total;
+    }
+
+    // ---- thread injection: seed 000's programs ------------------------------------------------------
+    static long SyncOverAsync(Recorder rec)
+    {
+        var tcs = new TaskCompletionSource<bool>();
+        var tasks = new List<Task>();
+        for (int i = 0; i < Environment.ProcessorCount * 4; i++)
+        {
+            tasks.Add(Task.Run(() =>
+            {
+                rec.Start();
+                tcs.Task.Wait();
+            }));
+        }
+        tasks.Add(Task.Run(() => { rec.Start(); tcs.SetResult(true); }));
+        Task.WaitAll(tasks.ToArray());
+        return tasks.Count;
+    }
+
+    static long BarrierRun(Recorder rec)
+    {
+        var barrier = new Barrier(Environment.ProcessorCount * 2 + 1 + 1);
+        int n = Environment.ProcessorCount * 2 + 1;
+        for (int i = 0; i < n; i++)
+        {
+            ThreadPool.QueueUserWorkItem(id =>
+            {
+                rec.Start();
+                barrier.SignalAndWait();
+            }, i);
+        }
+        barrier.SignalAndWait();
+        return n;
+    }
+
+    static List<Method> Methods()
+    {
+        var m = new List<Method>();
+#if CORECLR
+        // On Mono these two overflow the stack (continuations run inline, no depth guard):
+        // seed 001's point. CoreCLR's awaits check the stack and defer when it runs low.
+        m.Add(new Method("chain", "async Task<int> per link (seed 001)", (q, r) => Chain(Pick(q, 1000000, 100000), false)));
+#endif
+        m.Add(new Method("chain", "async per link + Task.Yield (seed 001)", (q, r) => Chain(Pick(q, 1000000, 100000), true)));
+#if CORECLR
+        m.Add(new Method("chain_channels", "async method + bounded(1) Channel per link", (q, r) => ChainChannels(Pick(q, 1000000, 100000))));
+#endif
+        m.Add(new Method("skynet", "Task.Run + Task.WhenAll", (q, r) => Skynet(0, Pick(q, 1000000, 100000)).Result));
+#if CORECLR
+        m.Add(new Method("recursive_count", "await Task.Run per level (seed 001)", (q, r) => Count(Pick(q, 1000000, 100000)).Result));
+#endif
+        m.Add(new Method("yield_storm", "Task.Run + await Task.Yield()", (q, r) => YieldStorm(Pick(q, 1000, 100), 1000)));
+        m.Add(new Method("ping_pong", "TCS per hop, RunContinuationsAsynchronously", (q, r) => PingPong(Pick(q, 100000, 10000))));
+#if CORECLR
+        m.Add(new Method("ping_pong", "2 bounded(1) Channels", (q, r) => PingPongChannels(Pick(q, 100000, 10000))));
+        m.Add(new Method("jobs_100", "Channel fan-in (seed 004)", (q, r) => JobsChannel(Pick(q, 100, 20))));
+#endif
+        m.Add(new Method("jobs_100", "Task.Delay per job + WhenAll", (q, r) => JobsWhenAll(Pick(q, 100, 20))));
+        m.Add(new Method("jobs_100", "Parallel.For @ 4 (seed 004)", (q, r) => JobsParallelFor(Pick(q, 100, 20), 4)));
+        m.Add(new Method("for_async_1m", "Parallel.For with thread-local counts", (q, r) => ParallelFor(Pick(q, 1000000, 100000))));
+#if CORECLR
+        m.Add(new Method("channel_spsc_bounded", "Channel bounded(1024), single reader/writer", (q, r) => ChannelRun(Pick(q, 10000000, 1000000), 1, 1, Bounded(true))));
+        m.Add(new Method("channel_spsc_unbounded", "Channel unbounded, single reader/writer", (q, r) => ChannelRun(Pick(q, 10000000, 1000000), 1, 1, Unbounded(true))));
+        m.Add(new Method("channel_mpmc_bounded", "Channel bounded(1024)", (q, r) => ChannelRun(Pick(q, 10000000, 1000000), 2, 2, Bounded(false))));
+        m.Add(new Method("channel_mpmc_unbounded", "Channel unbounded", (q, r) => ChannelRun(Pick(q, 10000000, 1000000), 2, 2, Unbounded(false))));
+#else
+        m.Add(new Method("channel_spsc_bounded", "BlockingCollection(1024), 2 threads", (q, r) => BlockingCollectionRun(Pick(q, 10000000, 1000000), 1, 1, 1024)));
+        m.Add(new Method("channel_spsc_unbounded", "BlockingCollection, 2 threads", (q, r) => BlockingCollectionRun(Pick(q, 10000000, 1000000), 1, 1, 0)));
+        m.Add(new Method("channel_mpmc_bounded", "BlockingCollection(1024), 4 threads", (q, r) => BlockingCollectionRun(Pick(q, 10000000, 1000000), 2, 2, 1024)));
+        m.Add(new Method("channel_mpmc_unbounded", "BlockingCollection, 4 threads", (q, r) => BlockingCollectionRun(Pick(q, 10000000, 1000000), 2, 2, 0)));
+#endif
+        m.Add(new Method("sync_over_async", "Task.Run + tcs.Task.Wait() (seed 000)", (q, r) => SyncOverAsync(r), true));
+        m.Add(new Method("barrier", "QueueUserWorkItem + Barrier (seed 000)", (q, r) => BarrierRun(r), true));
+        return m;
+    }
+
+    static long Allocated()
+    {
+#if CORECLR
+        return GC.GetTotalAllocatedBytes(true);
+#else
+        return -1;
+#endif
+    }
+
+    static string Esc(string s) { return s.Replace("\\", "\\\\").Replace("\"", "\\\""); }
+
+    static int Main(string[] args)
+    {
+        bool quick = false, list = false;
+        string group = null, name = null;
+        for (int i = 0; i < args.Length; i++)
+        {
+            if (args[i] == "--quick") quick = true;
+            else if (args[i] == "--list") list = true;
+            else if (args[i] == "--run" && i + 2 < args.Length) { group = args[++i]; name = args[++i]; }
+        }
+        var methods = Methods();
+        if (list)
+        {
+            foreach (var m in methods) Console.WriteLine(m.Group + "\t" + m.Name);
+            return 0;
+        }
+        foreach (var m in methods)
+        {
+            if (m.Group != group || m.Name != name) continue;
+            if (!m.NoWarmup) m.Run(true, new Recorder());
+            long a0 = Allocated();
+            var rec = new Recorder();
+            var sw = Stopwatch.StartNew();
+            long sum = m.Run(quick, rec);
+            double ms = sw.Elapsed.TotalMilliseconds;
+            long a1 = Allocated();
+            var sb = new StringBuilder();
+            sb.Append(string.Format(CultureInfo.InvariantCulture,
+                "{{\"group\": \"{0}\", \"method\": \"{1}\", \"ms\": {2:F6}, \"checksum\": {3}, \"allocated_bytes\": {4}",
+                Esc(m.Group), Esc(m.Name), ms, sum, a0 >= 0 ? (a1 - a0).ToString(CultureInfo.InvariantCulture) : "null"));
+            lock (rec.Starts)
+            {
+                if (rec.Starts.Count > 0)
+                {
+                    sb.Append(", \"starts_ms\": [");
+                    for (int i = 0; i < rec.Starts.Count; i++)
+                        sb.Append(i == 0 ? "" : ", ").Append(rec.Starts[i].ToString("F6", CultureInfo.InvariantCulture));
+                    sb.Append("]");
+                }
+            }
+            sb.Append("}");
+            Console.WriteLine(sb.ToString());
+            Console.Out.Flush();
+            Environment.Exit(0);
+        }
+        Console.Error.WriteLine("no method " + group + " / " + name);
+        return 2;
+    }
+}

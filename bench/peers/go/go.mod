@@ -1,0 +1,3 @@
+module tplbench/peer
+
+go 1.21

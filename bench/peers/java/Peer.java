@@ -1,0 +1,369 @@
+// Java peer of tpl's benchmark workloads (see bench/peers/README.md for the protocol):
+//
+//   java Peer --list                             one "<group>\t<method>" line per method
+//   java Peer --run <group> <method> [--quick]   warm-up at the quick size, one measured run,
+//                                                one JSON line on stdout
+//
+// Written as a Java 21+ programmer would: virtual threads with blocking queues where Go would use
+// goroutines and channels, ForkJoinPool / parallel streams / CompletableFuture for fork-join and
+// task chains. Needs JDK 21+ (virtual threads).
+import java.lang.management.ManagementFactory;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.*;
+import java.util.stream.IntStream;
+
+public final class Peer {
+  interface Body { long run(boolean quick, Recorder rec) throws Exception; }
+
+  record Method(String group, String name, Body body, boolean noWarmup) {
+    Method(String group, String name, Body body) { this(group, name, body, false); }
+  }
+
+  /** Per-item start times (thread-injection timelines). */
+  static final class Recorder {
+    final long t0 = System.nanoTime();
+    final List<Double> starts = new ArrayList<>();
+    synchronized void start() { starts.add((System.nanoTime() - t0) / 1e6); }
+  }
+
+  static int pick(boolean quick, int full, int small) { return quick ? small : full; }
+  static int cores() { return Runtime.getRuntime().availableProcessors(); }
+
+  // ---- chain: CompletableFuture per link ------------------------------------------------------
+  static long chain(int n) {
+    CompletableFuture<Long> source = new CompletableFuture<>();
+    CompletableFuture<Long> f = source;
+    for (int i = 0; i < n; i++) f = f.thenApply(v -> v + 1);
+    source.complete(0L);
+    return f.join();
+  }
+
+  // ---- chain_channels: seed 001's Go program, a virtual thread + SynchronousQueue per link ----
+  static long chainChannels(int n) throws Exception {
+    SynchronousQueue<Long> finalOutput = new SynchronousQueue<>();
+    SynchronousQueue<Long> right = finalOutput;
+    for (int i = 0; i < n; i++) {
+      SynchronousQueue<Long> left = right;
+      SynchronousQueue<Long> in = new SynchronousQueue<>();
+      Thread.ofVirtual().start(() -> {
+        try {
+          left.put(1 + in.take());
+        } catch (InterruptedException e) {
+          throw new RuntimeException(e);
+        }
+      });
+      right = in;
+    }
+    right.put(0L);
+    return finalOutput.take();
+  }
+
+  // ---- skynet -------------------------------------------------------------------------------
+  static final class Skynet extends RecursiveTask<Long> {
+    final long num, size;
+    Skynet(long num, long size) { this.num = num; this.size = size; }
+    @Override protected Long compute() {
+      if (size == 1) return num;
+      long sub = size / 10;
+      Skynet[] kids = new Skynet[10];
+      for (int i = 0; i < 10; i++) kids[i] = new Skynet(num + i * sub, sub);
+      for (int i = 1; i < 10; i++) kids[i].fork();
+      long sum = kids[0].compute();
+      for (int i = 1; i < 10; i++) sum += kids[i].join();
+      return sum;
+    }
+  }
+
+  static long skynetVirtual(long num, long size) throws Exception {
+    if (size == 1) return num;
+    long sub = size / 10;
+    List<FutureTask<Long>> kids = new ArrayList<>(10);
+    for (int i = 0; i < 10; i++) {
+      long n = num + i * sub;
+      FutureTask<Long> t = new FutureTask<>(() -> skynetVirtual(n, sub));
+      Thread.ofVirtual().start(t);
+      kids.add(t);
+    }
+    long sum = 0;
+    for (FutureTask<Long> t : kids) sum += t.get();
+    return sum;
+  }
+
+  // ---- recursive_count: each level deferred through the common pool --------------------------
+  static CompletableFuture<Long> count(int n) {
+    if (n == 0) return CompletableFuture.completedFuture(0L);
+    return CompletableFuture.supplyAsync(() -> count(n - 1)).thenCompose(f -> f).thenApply(v -> v + 1);
+  }
+
+  // ---- yield_storm -----------------------------------------------------------------------------
+  static long yieldStorm(int tasks, int yields) throws Exception {
+    LongAdderLite total = new LongAdderLite();
+    List<Thread> ts = new ArrayList<>(tasks);
+    for (int t = 0; t < tasks; t++) {
+      ts.add(Thread.ofVirtual().start(() -> {
+        long done = 0;
+        for (int i = 0; i < yields; i++) {
+          Thread.yield();
+          done++;
+        }
+        total.add(done);
+      }));
+    }
+    for (Thread t : ts) t.join();
+    return total.get();
+  }
+
+  static final class LongAdderLite {
+    private final java.util.concurrent.atomic.AtomicLong v = new java.util.concurrent.atomic.AtomicLong();
+    void add(long x) { v.addAndGet(x); }
+    long get() { return v.get(); }
+  }
+
+  // ---- ping_pong ---------------------------------------------------------------------------------
+  static long pingPong(int rounds) throws Exception {
+    SynchronousQueue<Long> toPong = new SynchronousQueue<>(), toPing = new SynchronousQueue<>();
+    Thread pong = Thread.ofVirtual().start(() -> {
+      try {
+        for (int i = 0; i < rounds; i++) toPing.put(toPong.take() + 1);
+      } catch (InterruptedException e) {
+        throw new RuntimeException(e);
+      }
+    });
+    long[] ball = {0};
+    Thread ping = Thread.ofVirtual().start(() -> {
+      try {
+        for (int i = 0; i < rounds; i++) {
+          toPong.put(ball[0]);
+          ball[0] = toPing.take();
+        }
+      } catch (InterruptedException e) {
+        throw new RuntimeException(e);
+      }
+    });
+    ping.join();
+    pong.join();
+    return ball[0];
+  }
+
+  // ---- jobs_100 (seed 004) -------------------------------------------------------------------
+  static long jobDelay(int i) { return 10 + (i * 37L) % 41; }
+
+  static long jobsFanIn(int n) throws Exception {
+    LinkedBlockingQueue<Integer> ch = new LinkedBlockingQueue<>();
+    try (ExecutorService ex = Executors.newVirtualThreadPerTaskExecutor()) {
+      for (int i = 0; i < n; i++) {
+        int id = i;
+        ex.submit(() -> {
+          Thread.sleep(jobDelay(id)); // simulated I/O
+          ch.put(id);
+          return null;
+        });
+      }
+      long sum = 0;
+      for (int i = 0; i < n; i++) sum += ch.take();
+      return sum;
+    }
+  }
+
+  static long jobsPool(int n, int threads) throws Exception {
+    ExecutorService ex = Executors.newFixedThreadPool(threads);
+    try {
+      List<Future<Integer>> fs = new ArrayList<>();
+      for (int i = 0; i < n; i++) {
+        int id = i;
+        fs.add(ex.submit(() -> {
+          Thread.sleep(jobDelay(id));
+          return id;
+        }));
+      }
+      long sum = 0;
+      for (Future<Integer> f : fs) sum += f.get();
+      return sum;
+    } finally {
+      ex.shutdown();
+    }
+  }
+
+  // ---- for_async_1m ------------------------------------------------------------------------------
+  static void body(int i) {}
+
+  static long parallelFor(int n) {
+    return IntStream.range(0, n).parallel().mapToLong(i -> { body(i); return 1; }).sum();
+  }
+
+  static long virtualThreadPerBody(int n) throws Exception {
+    java.util.concurrent.atomic.AtomicLong ran = new java.util.concurrent.atomic.AtomicLong();
+    try (ExecutorService ex = Executors.newVirtualThreadPerTaskExecutor()) {
+      for (int i = 0; i < n; i++) {
+        int id = i;
+        ex.execute(() -> { body(id); ran.incrementAndGet(); });
+      }
+    }
+    return ran.get();
+  }
+
+  // ---- channels: blocking queues between virtual threads ----------------------------------------
+  static final Long DONE = Long.MIN_VALUE;
+
+  static long channel(int n, int producers, int consumers, BlockingQueue<Long> q) throws Exception {
+    List<Thread> ps = new ArrayList<>();
+    for (int p = 0; p < producers; p++) {
+      long lo = (long) n * p / producers, hi = (long) n * (p + 1) / producers;
+      ps.add(Thread.ofVirtual().start(() -> {
+        try {
+          for (long i = lo; i < hi; i++) q.put(i);
+        } catch (InterruptedException e) {
+          throw new RuntimeException(e);
+        }
+      }));
+    }
+    long[] sums = new long[consumers];
+    List<Thread> cs = new ArrayList<>();
+    for (int c = 0; c < consumers; c++) {
+      int idx = c;
+      cs.add(Thread.ofVirtual().start(() -> {
+        try {
+          long sum = 0;
+          for (Long v; (v = q.take()) != DONE; ) sum += v;
+          sums[idx] = sum;
+        } catch (InterruptedException e) {
+          throw new RuntimeException(e);
+        }
+      }));
+    }
+    for (Thread t : ps) t.join();
+    for (int c = 0; c < consumers; c++) q.put(DONE);
+    long total = 0;
+    for (int c = 0; c < consumers; c++) {
+      cs.get(c).join();
+      total += sums[c];
+    }
+    return total;
+  }
+
+  // ---- thread injection (seed 000) ---------------------------------------------------------------
+  static long syncOverAsyncPool(Recorder rec) {
+    CompletableFuture<Void> tcs = new CompletableFuture<>();
+    List<CompletableFuture<Void>> tasks = new ArrayList<>();
+    for (int i = 0; i < 4 * cores(); i++) {
+      tasks.add(CompletableFuture.runAsync(() -> { rec.start(); tcs.join(); }));
+    }
+    tasks.add(CompletableFuture.runAsync(() -> { rec.start(); tcs.complete(null); }));
+    CompletableFuture.allOf(tasks.toArray(new CompletableFuture[0])).join();
+    return tasks.size();
+  }
+
+  static long syncOverAsyncVirtual(Recorder rec) throws Exception {
+    CompletableFuture<Void> tcs = new CompletableFuture<>();
+    List<Thread> ts = new ArrayList<>();
+    for (int i = 0; i < 4 * cores(); i++) {
+      ts.add(Thread.ofVirtual().start(() -> { rec.start(); tcs.join(); }));
+    }
+    ts.add(Thread.ofVirtual().start(() -> { rec.start(); tcs.complete(null); }));
+    for (Thread t : ts) t.join();
+    return ts.size();
+  }
+
+  static long barrier(Recorder rec, ExecutorService ex) throws Exception {
+    int n = 2 * cores() + 1;
+    CyclicBarrier b = new CyclicBarrier(n + 1);
+    for (int i = 0; i < n; i++) {
+      ex.execute(() -> {
+        rec.start();
+        try {
+          b.await();
+        } catch (Exception e) {
+          throw new RuntimeException(e);
+        }
+      });
+    }
+    b.await();
+    ex.shutdown();
+    return n;
+  }
+
+  static final List<Method> METHODS = List.of(
+      new Method("chain", "CompletableFuture.thenApply per link", (q, r) -> chain(pick(q, 1_000_000, 100_000))),
+      new Method("chain_channels", "virtual thread + SynchronousQueue per link", (q, r) -> chainChannels(pick(q, 1_000_000, 100_000))),
+      new Method("skynet", "ForkJoinPool RecursiveTask", (q, r) -> ForkJoinPool.commonPool().invoke(new Skynet(0, pick(q, 1_000_000, 100_000)))),
+      // A virtual thread per node (skynetVirtual) is ~15x slower than ForkJoin here; ForkJoin is
+      // Java's idiom for fork-join, so only it runs (keeps `make bench` under 20 minutes).
+      new Method("recursive_count", "CompletableFuture.supplyAsync per level", (q, r) -> count(pick(q, 1_000_000, 100_000)).join()),
+      new Method("yield_storm", "virtual threads + Thread.yield()", (q, r) -> yieldStorm(pick(q, 1000, 100), 1000)),
+      new Method("ping_pong", "2 virtual threads, 2 SynchronousQueues", (q, r) -> pingPong(pick(q, 100_000, 10_000))),
+      new Method("jobs_100", "virtual thread per job, queue fan-in", (q, r) -> jobsFanIn(pick(q, 100, 20))),
+      new Method("jobs_100", "fixed pool of 4 threads", (q, r) -> jobsPool(pick(q, 100, 20), 4)),
+      new Method("jobs_100", "fixed pool of 40 threads", (q, r) -> jobsPool(pick(q, 100, 20), 40)),
+      new Method("for_async_1m", "IntStream.parallel()", (q, r) -> parallelFor(pick(q, 1_000_000, 100_000))),
+      new Method("for_async_1m", "virtual thread per body", (q, r) -> virtualThreadPerBody(pick(q, 1_000_000, 100_000))),
+      new Method("channel_spsc_bounded", "ArrayBlockingQueue(1024), virtual threads", (q, r) -> channel(pick(q, 10_000_000, 1_000_000), 1, 1, new ArrayBlockingQueue<>(1024))),
+      new Method("channel_spsc_unbounded", "LinkedBlockingQueue, virtual threads", (q, r) -> channel(pick(q, 10_000_000, 1_000_000), 1, 1, new LinkedBlockingQueue<>())),
+      new Method("channel_mpmc_bounded", "ArrayBlockingQueue(1024), virtual threads", (q, r) -> channel(pick(q, 10_000_000, 1_000_000), 2, 2, new ArrayBlockingQueue<>(1024))),
+      new Method("channel_mpmc_unbounded", "LinkedBlockingQueue, virtual threads", (q, r) -> channel(pick(q, 10_000_000, 1_000_000), 2, 2, new LinkedBlockingQueue<>())),
+      new Method("sync_over_async", "common ForkJoinPool, CompletableFuture.join", (q, r) -> syncOverAsyncPool(r), true),
+      new Method("sync_over_async", "virtual threads, CompletableFuture.join", (q, r) -> syncOverAsyncVirtual(r), true),
+      new Method("barrier", "cached thread pool + CyclicBarrier", (q, r) -> barrier(r, Executors.newCachedThreadPool()), true),
+      new Method("barrier", "virtual threads + CyclicBarrier", (q, r) -> barrier(r, Executors.newVirtualThreadPerTaskExecutor()), true));
+
+  static long allocated() {
+    try {
+      var mx = (com.sun.management.ThreadMXBean) ManagementFactory.getThreadMXBean();
+      return mx.getTotalThreadAllocatedBytes();
+    } catch (Throwable t) {
+      return -1;
+    }
+  }
+
+  static String esc(String s) { return s.replace("\\", "\\\\").replace("\"", "\\\""); }
+
+  public static void main(String[] args) throws Exception {
+    boolean quick = false, list = false;
+    String group = null, name = null;
+    for (int i = 0; i < args.length; i++) {
+      switch (args[i]) {
+        case "--quick" -> quick = true;
+        case "--list" -> list = true;
+        case "--run" -> {
+          if (i + 2 < args.length) {
+            group = args[++i];
+            name = args[++i];
+          }
+        }
+        default -> {}
+      }
+    }
+    if (list) {
+      for (Method m : METHODS) System.out.println(m.group() + "\t" + m.name());
+      return;
+    }
+    for (Method m : METHODS) {
+      if (!m.group().equals(group) || !m.name().equals(name)) continue;
+      if (!m.noWarmup()) m.body().run(true, new Recorder());
+      long a0 = allocated();
+      Recorder rec = new Recorder();
+      long t0 = System.nanoTime();
+      long sum = m.body().run(quick, rec);
+      double ms = (System.nanoTime() - t0) / 1e6;
+      long a1 = allocated();
+      StringBuilder sb = new StringBuilder();
+      sb.append(String.format(java.util.Locale.ROOT,
+          "{\"group\": \"%s\", \"method\": \"%s\", \"ms\": %.6f, \"checksum\": %d, \"allocated_bytes\": %s",
+          esc(m.group()), esc(m.name()), ms, sum, a0 >= 0 && a1 >= 0 ? Long.toString(a1 - a0) : "null"));
+      synchronized (rec) {
+        if (!rec.starts.isEmpty()) {
+          sb.append(", \"starts_ms\": [");
+          for (int i = 0; i < rec.starts.size(); i++)
+            sb.append(i == 0 ? "" : ", ").append(String.format(java.util.Locale.ROOT, "%.6f", rec.starts.get(i)));
+          sb.append("]");
+        }
+      }
+      sb.append("}");
+      System.out.println(sb);
+      System.out.flush();
+      System.exit(0);
+    }
+    System.err.println("no method " + group + " / " + name);
+    System.exit(2);
+  }
+}

@@ -1,0 +1,445 @@
+//! tokio peer of tpl's benchmark workloads (see bench/peers/README.md for the protocol):
+//!
+//!   peer --list                             one "<group>\t<method>" line per method
+//!   peer --run <group> <method> [--quick]   warm-up at the quick size, one measured run,
+//!                                           one JSON line on stdout
+//!
+//! Written as a tokio user would: the multi-thread runtime (one worker per core), spawned
+//! tasks, JoinHandles, tokio::sync channels; async-channel where an MPMC channel is needed
+//! (tokio has none).
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+// ---- allocation counter ------------------------------------------------------------------
+struct Counting;
+static ALLOCATED: AtomicU64 = AtomicU64::new(0);
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
+        ALLOCATED.fetch_add(l.size() as u64, Ordering::Relaxed);
+        System.alloc(l)
+    }
+    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
+        System.dealloc(p, l)
+    }
+    unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
+        ALLOCATED.fetch_add(n as u64, Ordering::Relaxed);
+        System.realloc(p, l, n)
+    }
+}
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+// ---- per-item start times (thread-injection timelines) ------------------------------------
+#[derive(Clone)]
+struct Recorder(Arc<(Instant, Mutex<Vec<f64>>)>);
+impl Recorder {
+    fn new() -> Self {
+        Recorder(Arc::new((Instant::now(), Mutex::new(Vec::new()))))
+    }
+    fn start(&self) {
+        let ms = self.0 .0.elapsed().as_secs_f64() * 1e3;
+        self.0 .1.lock().unwrap().push(ms);
+    }
+}
+
+type BoxFut<T> = Pin<Box<dyn Future<Output = T> + Send>>;
+
+fn pick(quick: bool, full: i64, small: i64) -> i64 {
+    if quick { small } else { full }
+}
+
+// ---- chain: a task per link awaiting the previous one's JoinHandle -------------------------
+async fn chain(n: i64) -> i64 {
+    let (tx, rx) = tokio::sync::oneshot::channel::<i64>();
+    let mut prev = tokio::spawn(async move { rx.await.unwrap() + 1 });
+    for _ in 1..n {
+        let p = prev;
+        prev = tokio::spawn(async move { p.await.unwrap() + 1 });
+    }
+    tx.send(0).unwrap();
+    prev.await.unwrap()
+}
+
+// ---- chain_channels: seed 001's Go program -----------------------------------------------------
+async fn chain_mpsc(n: i64) -> i64 {
+    let (first_tx, mut final_rx) = tokio::sync::mpsc::channel::<i64>(1);
+    let mut right = first_tx;
+    for _ in 0..n {
+        let (tx, mut rx) = tokio::sync::mpsc::channel::<i64>(1);
+        let out = right;
+        tokio::spawn(async move {
+            let v = rx.recv().await.unwrap();
+            out.send(v + 1).await.unwrap();
+        });
+        right = tx;
+    }
+    right.send(0).await.unwrap();
+    final_rx.recv().await.unwrap()
+}
+
+async fn chain_oneshot(n: i64) -> i64 {
+    let (first_tx, final_rx) = tokio::sync::oneshot::channel::<i64>();
+    let mut right = first_tx;
+    for _ in 0..n {
+        let (tx, rx) = tokio::sync::oneshot::channel::<i64>();
+        let out = right;
+        tokio::spawn(async move {
+            let _ = out.send(rx.await.unwrap() + 1);
+        });
+        right = tx;
+    }
+    right.send(0).unwrap();
+    final_rx.await.unwrap()
+}
+
+// ---- skynet ---------------------------------------------------------------------------------
+fn skynet(num: i64, size: i64) -> BoxFut<i64> {
+    Box::pin(async move {
+        if size == 1 {
+            return num;
+        }
+        let sub = size / 10;
+        let children: Vec<_> = (0..10).map(|i| tokio::spawn(skynet(num + i * sub, sub))).collect();
+        let mut sum = 0;
+        for c in children {
+            sum += c.await.unwrap();
+        }
+        sum
+    })
+}
+
+// ---- recursive_count: each level spawned -----------------------------------------------------
+fn count(n: i64) -> BoxFut<i64> {
+    Box::pin(async move {
+        if n == 0 {
+            return 0;
+        }
+        1 + tokio::spawn(count(n - 1)).await.unwrap()
+    })
+}
+
+// ---- yield_storm ---------------------------------------------------------------------------
+async fn yield_storm(tasks: i64, yields: i64) -> i64 {
+    let hs: Vec<_> = (0..tasks)
+        .map(|_| {
+            tokio::spawn(async move {
+                let mut done = 0;
+                for _ in 0..yields {
+                    tokio::task::yield_now().await;
+                    done += 1;
+                }
+                done
+            })
+        })
+        .collect();
+    let mut sum = 0;
+    for h in hs {
+        sum += h.await.unwrap();
+    }
+    sum
+}
+
+// ---- ping_pong -----------------------------------------------------------------------------
+async fn ping_pong(rounds: i64) -> i64 {
+    let (to_pong, mut pong_rx) = tokio::sync::mpsc::channel::<i64>(1);
+    let (to_ping, mut ping_rx) = tokio::sync::mpsc::channel::<i64>(1);
+    let pong = tokio::spawn(async move {
+        for _ in 0..rounds {
+            let v = pong_rx.recv().await.unwrap();
+            to_ping.send(v + 1).await.unwrap();
+        }
+    });
+    let ping = tokio::spawn(async move {
+        let mut ball = 0;
+        for _ in 0..rounds {
+            to_pong.send(ball).await.unwrap();
+            ball = ping_rx.recv().await.unwrap();
+        }
+        ball
+    });
+    let ball = ping.await.unwrap();
+    pong.await.unwrap();
+    ball
+}
+
+// ---- jobs_100 (seed 004) ---------------------------------------------------------------------
+fn job_delay(i: i64) -> Duration {
+    Duration::from_millis((10 + (i * 37) % 41) as u64)
+}
+
+async fn jobs_fan_in(n: i64) -> i64 {
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<i64>();
+    for i in 0..n {
+        let tx = tx.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(job_delay(i)).await; // simulated I/O
+            tx.send(i).unwrap();
+        });
+    }
+    drop(tx);
+    let mut sum = 0;
+    while let Some(id) = rx.recv().await {
+        sum += id;
+    }
+    sum
+}
+
+async fn jobs_limited(n: i64, limit: usize) -> i64 {
+    let sem = Arc::new(tokio::sync::Semaphore::new(limit));
+    let mut hs = Vec::new();
+    for i in 0..n {
+        let permit = sem.clone().acquire_owned().await.unwrap();
+        hs.push(tokio::spawn(async move {
+            tokio::time::sleep(job_delay(i)).await;
+            drop(permit);
+            i
+        }));
+    }
+    let mut sum = 0;
+    for h in hs {
+        sum += h.await.unwrap();
+    }
+    sum
+}
+
+// ---- for_async_1m ------------------------------------------------------------------------------
+#[inline(never)]
+fn body(i: i64) {
+    std::hint::black_box(i);
+}
+
+async fn parallel_chunks(n: i64) -> i64 {
+    let chunks = 4 * std::thread::available_parallelism().map(|c| c.get()).unwrap_or(1) as i64;
+    let hs: Vec<_> = (0..chunks)
+        .map(|c| {
+            let (lo, hi) = (n * c / chunks, n * (c + 1) / chunks);
+            tokio::spawn(async move {
+                for i in lo..hi {
+                    body(i);
+                }
+                hi - lo
+            })
+        })
+        .collect();
+    let mut ran = 0;
+    for h in hs {
+        ran += h.await.unwrap();
+    }
+    ran
+}
+
+async fn task_per_body(n: i64) -> i64 {
+    let hs: Vec<_> = (0..n).map(|i| tokio::spawn(async move { body(i); 1i64 })).collect();
+    let mut ran = 0;
+    for h in hs {
+        ran += h.await.unwrap();
+    }
+    ran
+}
+
+// ---- channels ------------------------------------------------------------------------------
+async fn spsc_bounded(n: i64) -> i64 {
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<i64>(1024);
+    tokio::spawn(async move {
+        for i in 0..n {
+            tx.send(i).await.unwrap();
+        }
+    });
+    let consumer = tokio::spawn(async move {
+        let mut sum = 0;
+        while let Some(v) = rx.recv().await {
+            sum += v;
+        }
+        sum
+    });
+    consumer.await.unwrap()
+}
+
+async fn spsc_unbounded(n: i64) -> i64 {
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<i64>();
+    tokio::spawn(async move {
+        for i in 0..n {
+            tx.send(i).unwrap();
+        }
+    });
+    let consumer = tokio::spawn(async move {
+        let mut sum = 0;
+        while let Some(v) = rx.recv().await {
+            sum += v;
+        }
+        sum
+    });
+    consumer.await.unwrap()
+}
+
+async fn mpmc(n: i64, capacity: Option<usize>) -> i64 {
+    let (tx, rx) = match capacity {
+        Some(c) => async_channel::bounded::<i64>(c),
+        None => async_channel::unbounded::<i64>(),
+    };
+    let producers: Vec<_> = (0..2)
+        .map(|p| {
+            let tx = tx.clone();
+            tokio::spawn(async move {
+                for i in n * p / 2..n * (p + 1) / 2 {
+                    tx.send(i).await.unwrap();
+                }
+            })
+        })
+        .collect();
+    drop(tx);
+    let consumers: Vec<_> = (0..2)
+        .map(|_| {
+            let rx = rx.clone();
+            tokio::spawn(async move {
+                let mut sum = 0;
+                while let Ok(v) = rx.recv().await {
+                    sum += v;
+                }
+                sum
+            })
+        })
+        .collect();
+    for p in producers {
+        p.await.unwrap();
+    }
+    let mut total = 0;
+    for c in consumers {
+        total += c.await.unwrap();
+    }
+    total
+}
+
+// ---- thread injection (seed 000): blocking work goes to spawn_blocking ------------------------
+fn cores() -> i64 {
+    std::thread::available_parallelism().map(|c| c.get()).unwrap_or(1) as i64
+}
+
+async fn sync_over_async(rec: Recorder) -> i64 {
+    let (tx, rx) = tokio::sync::watch::channel(false); // the "unfinished task"
+    let mut hs = Vec::new();
+    for _ in 0..4 * cores() {
+        let (rec, mut rx) = (rec.clone(), rx.clone());
+        hs.push(tokio::task::spawn_blocking(move || {
+            rec.start();
+            tokio::runtime::Handle::current().block_on(rx.wait_for(|v| *v)).unwrap();
+        }));
+    }
+    let r = rec.clone();
+    hs.push(tokio::task::spawn_blocking(move || {
+        r.start();
+        tx.send(true).unwrap();
+    }));
+    let n = hs.len() as i64;
+    for h in hs {
+        h.await.unwrap();
+    }
+    n
+}
+
+async fn barrier(rec: Recorder) -> i64 {
+    let n = 2 * cores() + 1;
+    let b = Arc::new(std::sync::Barrier::new(n as usize + 1));
+    let mut hs = Vec::new();
+    for _ in 0..n {
+        let (rec, b) = (rec.clone(), b.clone());
+        hs.push(tokio::task::spawn_blocking(move || {
+            rec.start();
+            b.wait();
+        }));
+    }
+    let b2 = b.clone();
+    tokio::task::spawn_blocking(move || b2.wait()).await.unwrap();
+    for h in hs {
+        h.await.unwrap();
+    }
+    n
+}
+
+// ---- the method table --------------------------------------------------------------------------
+type Run = fn(bool, Recorder) -> BoxFut<i64>;
+struct Method {
+    group: &'static str,
+    name: &'static str,
+    run: Run,
+    no_warmup: bool,
+}
+
+const fn m(group: &'static str, name: &'static str, run: Run) -> Method {
+    Method { group, name, run, no_warmup: false }
+}
+
+fn methods() -> Vec<Method> {
+    vec![
+        m("chain", "spawn per link, await previous JoinHandle", |q, _| Box::pin(chain(pick(q, 1_000_000, 100_000)))),
+        m("chain_channels", "task + mpsc(1) per link", |q, _| Box::pin(chain_mpsc(pick(q, 1_000_000, 100_000)))),
+        m("chain_channels", "task + oneshot per link", |q, _| Box::pin(chain_oneshot(pick(q, 1_000_000, 100_000)))),
+        m("skynet", "spawn + JoinHandle", |q, _| skynet(0, pick(q, 1_000_000, 100_000))),
+        m("recursive_count", "spawn per level", |q, _| count(pick(q, 1_000_000, 100_000))),
+        m("yield_storm", "spawn + yield_now()", |q, _| Box::pin(yield_storm(pick(q, 1000, 100), 1000))),
+        m("ping_pong", "2 tasks, 2 mpsc(1)", |q, _| Box::pin(ping_pong(pick(q, 100_000, 10_000)))),
+        m("jobs_100", "task per job, mpsc fan-in", |q, _| Box::pin(jobs_fan_in(pick(q, 100, 20)))),
+        m("jobs_100", "Semaphore(4)", |q, _| Box::pin(jobs_limited(pick(q, 100, 20), 4))),
+        m("jobs_100", "Semaphore(40)", |q, _| Box::pin(jobs_limited(pick(q, 100, 20), 40))),
+        m("for_async_1m", "4 x cores chunk tasks", |q, _| Box::pin(parallel_chunks(pick(q, 1_000_000, 100_000)))),
+        m("for_async_1m", "task per body", |q, _| Box::pin(task_per_body(pick(q, 1_000_000, 100_000)))),
+        m("channel_spsc_bounded", "tokio mpsc(1024)", |q, _| Box::pin(spsc_bounded(pick(q, 10_000_000, 1_000_000)))),
+        m("channel_spsc_unbounded", "tokio mpsc unbounded", |q, _| Box::pin(spsc_unbounded(pick(q, 10_000_000, 1_000_000)))),
+        m("channel_mpmc_bounded", "async-channel bounded(1024)", |q, _| Box::pin(mpmc(pick(q, 10_000_000, 1_000_000), Some(1024)))),
+        m("channel_mpmc_unbounded", "async-channel unbounded", |q, _| Box::pin(mpmc(pick(q, 10_000_000, 1_000_000), None))),
+        Method { group: "sync_over_async", name: "spawn_blocking items block on a watch", run: |_, r| Box::pin(sync_over_async(r)), no_warmup: true },
+        Method { group: "barrier", name: "spawn_blocking + std Barrier", run: |_, r| Box::pin(barrier(r)), no_warmup: true },
+    ]
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let quick = args.iter().any(|a| a == "--quick");
+    let all = methods();
+    if args.iter().any(|a| a == "--list") {
+        for m in &all {
+            println!("{}\t{}", m.group, m.name);
+        }
+        return;
+    }
+    let pos = args.iter().position(|a| a == "--run");
+    let (group, name) = match pos {
+        Some(p) if args.len() > p + 2 => (args[p + 1].clone(), args[p + 2].clone()),
+        _ => {
+            eprintln!("usage: peer --list | --run <group> <method> [--quick]");
+            std::process::exit(2);
+        }
+    };
+    let Some(m) = all.iter().find(|m| m.group == group && m.name == name) else {
+        eprintln!("no method {group:?} / {name:?}");
+        std::process::exit(2);
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+    if !m.no_warmup {
+        rt.block_on((m.run)(true, Recorder::new()));
+    }
+    let rec = Recorder::new();
+    let a0 = ALLOCATED.load(Ordering::Relaxed);
+    let t0 = Instant::now();
+    let sum = rt.block_on((m.run)(quick, rec.clone()));
+    let ms = t0.elapsed().as_secs_f64() * 1e3;
+    let alloc = ALLOCATED.load(Ordering::Relaxed) - a0;
+    let starts = rec.0 .1.lock().unwrap().clone();
+    let esc = |s: &str| s.replace('\\', "\\\\").replace('"', "\\\"");
+    let mut line = format!(
+        "{{\"group\": \"{}\", \"method\": \"{}\", \"ms\": {:.6}, \"checksum\": {}, \"allocated_bytes\": {}",
+        esc(m.group), esc(m.name), ms, sum, alloc
+    );
+    if !starts.is_empty() {
+        let list: Vec<String> = starts.iter().map(|v| format!("{v:.6}")).collect();
+        line += &format!(", \"starts_ms\": [{}]", list.join(", "));
+    }
+    line += "}";
+    println!("{line}");
+    // Leave without dropping the runtime (it would wait for the blocking pool's idle threads).
+    std::process::exit(0);
+}
