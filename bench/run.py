@@ -303,7 +303,16 @@ GROUPS: dict[str, dict] = {
                          "barrier (fresh process, no warm-up)", expect=None, timeline=True),
 }
 
-TPL_EXAMPLES = {"sync_over_async": "example_sync_over_async", "barrier": "example_barrier"}
+# tpl's thread-injection programs (examples/), one row per pool policy / barrier kind:
+# (group, executable, row label, arguments).
+TPL_EXAMPLES = [
+    ("sync_over_async", "example_sync_over_async", "adaptive pool", ["--policy", "adaptive"]),
+    ("sync_over_async", "example_sync_over_async", "eager pool", ["--policy", "eager"]),
+    ("barrier", "example_barrier", "adaptive pool, tpl::barrier", ["--policy", "adaptive", "--barrier", "cooperating"]),
+    ("barrier", "example_barrier", "adaptive pool, bare std::barrier", ["--policy", "adaptive", "--barrier", "std"]),
+    ("barrier", "example_barrier", "eager pool, tpl::barrier", ["--policy", "eager", "--barrier", "cooperating"]),
+    ("barrier", "example_barrier", "eager pool, bare std::barrier", ["--policy", "eager", "--barrier", "std"]),
+]
 
 
 @dataclass
@@ -537,12 +546,11 @@ def discover_tpl(build: Path, failures: list[str]) -> tuple[list[Entry], list[st
             failures.append(f"{exe.name}: {why}")
             continue
         entries += [Entry(g, m, prog) for g, m in pairs]
-    for group, name in TPL_EXAMPLES.items():
+    for group, name, label, args in TPL_EXAMPLES:
         exe = build / "examples" / name
-        if exe.is_file() and os.access(exe, os.X_OK) and \
-                not any(e.group == group for e in entries):
-            prog = peers.Program("tpl", runtime, [str(exe)], details={"exe": name})
-            entries.append(Entry(group, f"{name} (seed's program)", prog, kind="example"))
+        if exe.is_file() and os.access(exe, os.X_OK):
+            prog = peers.Program("tpl", runtime, [str(exe)] + args, details={"exe": name})
+            entries.append(Entry(group, f"{label} ({name})", prog, kind="example"))
     return entries, notes
 
 
