@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <mutex>
+#include <optional>
 #include <stdexcept>
 
 #include "tpl/detail/futex.hpp"
@@ -231,7 +232,18 @@ bool async_semaphore::wait(std::chrono::nanoseconds timeout, const cancellation_
       detail::futex_wake_one(&w.state);
     });
   }
-  detail::blocking_region blocked("async_semaphore::wait()");
+  // The current scheduler may refuse to block (a single-threaded test scheduler throws from
+  // on_blocking_call): take w back out before the exception leaves.
+  std::optional<detail::blocking_region> blocked;
+  try {
+    blocked.emplace("async_semaphore::wait()");
+  } catch (...) {
+    if (!try_unlink(&w)) {
+      w.wait_resolved();  // release() took us: let it finish with w, and give the count back
+      if (w.state.load(std::memory_order_acquire) == 1) release();
+    }
+    throw;
+  }
   const bool infinite = detail::is_infinite(timeout);
   const auto deadline =
       detail::saturating_add(std::chrono::steady_clock::now(), infinite ? std::chrono::nanoseconds(0) : timeout);
