@@ -5,8 +5,13 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
+#include <cstdio>
 #include <cstdlib>
+#include <functional>
+#include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <tpl/tpl.hpp>
@@ -335,4 +340,42 @@ TEST(deterministic_scheduler, async_semaphore_fairness_with_timeouts_and_cancell
   }
   std::printf("[deterministic] %d seeds: %zu grants, %zu timeouts, %zu cancellations\n", seeds, granted_total,
               timed_out_total, canceled_total);
+}
+
+// docs/testing.md's worked example: seed 000's LogAfterDelay, tested without waiting 30 s.
+namespace {
+tpl::task<> log_after_delay(std::function<void(std::string, std::chrono::nanoseconds)> log, tpl::time_provider& clock) {
+  const std::int64_t start = clock.timestamp();
+  co_await tpl::delay(std::chrono::seconds(30), clock);
+  log("Completed", clock.elapsed_since(start));
+}
+}  // namespace
+
+TEST(deterministic_scheduler, docs_example_log_after_delay_with_fake_time) {
+  tpl::testing::fake_time_provider fake;
+  std::chrono::nanoseconds seen{-1};
+  auto t = log_after_delay([&](std::string, std::chrono::nanoseconds d) { seen = d; }, fake);
+  fake.advance(29s);
+  EXPECT_FALSE(t.is_completed());
+  fake.advance(1s);  // the delay completes here, on this thread
+  EXPECT_TRUE(t.is_completed_successfully());
+  EXPECT_EQ(seen, std::chrono::nanoseconds(30s));
+}
+
+TEST(deterministic_scheduler, docs_example_log_after_delay_beside_other_work_over_seeds) {
+  const auto report = for_each_seed(tpl_test::scaled(200, 50), [](deterministic_scheduler& s) {
+    std::vector<std::string> lines;
+    auto logger = s.start([&] {
+      return log_after_delay([&](std::string m, std::chrono::nanoseconds) { lines.push_back(std::move(m)); }, s.clock());
+    });
+    auto other = s.start([&]() -> tpl::task<> {
+      co_await tpl::delay(30s, s.clock());  // due at the same fake instant as the logger's delay
+      lines.push_back("other");
+    });
+    s.run_until_idle();
+    std::sort(lines.begin(), lines.end());
+    return logger.is_completed_successfully() && other.is_completed_successfully() &&
+           lines == std::vector<std::string>{"Completed", "other"};
+  });
+  EXPECT_TRUE(report.ok) << report.message;
 }

@@ -30,6 +30,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <string_view>
@@ -619,6 +620,11 @@ std::vector<config> real_configs() {
     v.push_back({"parked: 1 producer x 2, 2 workers, 1 child, goal 1", 1, 2, 2, 2, 1, 1, false, R, true});
     v.push_back({"parked: 2 producers x 1, 1 worker/max 3", 2, 1, 1, 3, 3, 0, false, R, true});
     v.push_back({"parked: 2 producers x 1, 2 workers/max 3, retire", 2, 1, 2, 3, 3, 0, true, R, true});
+  }
+  // Bigger configurations (about 3.2 million more states, some 15 s): TPL_MODEL_EXTENDED=1.
+  if (const char* e = std::getenv("TPL_MODEL_EXTENDED"); e != nullptr && std::strcmp(e, "1") == 0) {
+    v.push_back({"fresh: 2 producers x 1, 2 workers, goal 1", 2, 1, 2, 2, 1, 0, false, R, false});
+    v.push_back({"parked: 2 producers x 2, 2 workers", 2, 2, 2, 2, 2, 0, false, R, true});
   }
   return v;
 }
