@@ -155,6 +155,7 @@ void enter_blocking(std::optional<blocking_region>& blocked, const char* what, t
   } catch (...) {
     if (!s.remove_waiter(&w)) {
       // Completion took the node: it fires (or has fired); wait for that before w goes away.
+      // acquire: pairs with fire()'s release, after which fire() no longer touches w.
       while (w.done.load(std::memory_order_acquire) == 0) futex_wait(&w.done, 0);
     }
     throw;

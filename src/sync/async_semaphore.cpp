@@ -240,6 +240,7 @@ bool async_semaphore::wait(std::chrono::nanoseconds timeout, const cancellation_
   } catch (...) {
     if (!try_unlink(&w)) {
       w.wait_resolved();  // release() took us: let it finish with w, and give the count back
+      // acquire: wait_resolved() already synchronised with resolve(); this re-reads its value.
       if (w.state.load(std::memory_order_acquire) == 1) release();
     }
     throw;
