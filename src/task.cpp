@@ -1,6 +1,7 @@
 // Out-of-line parts of the task core: fault reporting, blocking waits, cached tasks.
 #include <atomic>
 #include <chrono>
+#include <optional>
 #include <string>
 
 #include "tpl/detail/detached.hpp"
@@ -143,12 +144,32 @@ bool ran_inline(task_state_base& s) {
 }
 }  // namespace
 
+namespace {
+// The current scheduler may refuse to block (a single-threaded test scheduler throws from
+// on_blocking_call): w is then taken back out before the exception leaves, so the task never fires
+// a waiter whose stack frame is gone.
+void enter_blocking(std::optional<blocking_region>& blocked, const char* what, task_state_base& s,
+                    blocking_waiter& w) {
+  try {
+    blocked.emplace(what);
+  } catch (...) {
+    if (!s.remove_waiter(&w)) {
+      // Completion took the node: it fires (or has fired); wait for that before w goes away.
+      // acquire: pairs with fire()'s release, after which fire() no longer touches w.
+      while (w.done.load(std::memory_order_acquire) == 0) futex_wait(&w.done, 0);
+    }
+    throw;
+  }
+}
+}  // namespace
+
 void block_until_completed(task_state_base& s) {
   if (ran_inline(s) && s.is_completed()) return;
   blocking_waiter w;
   w.on_complete = &blocking_waiter::fire;
   if (!s.add_waiter(&w)) return;
-  blocking_region blocked("task::wait()");
+  std::optional<blocking_region> blocked;
+  enter_blocking(blocked, "task::wait()", s, w);
   // acquire: pairs with fire()'s release.
   while (w.done.load(std::memory_order_acquire) == 0) futex_wait(&w.done, 0);
 }
@@ -158,7 +179,8 @@ bool block_until_completed(task_state_base& s, std::chrono::steady_clock::time_p
   blocking_waiter w;
   w.on_complete = &blocking_waiter::fire;
   if (!s.add_waiter(&w)) return true;
-  blocking_region blocked("task::wait_for()");
+  std::optional<blocking_region> blocked;
+  enter_blocking(blocked, "task::wait_for()", s, w);
   while (w.done.load(std::memory_order_acquire) == 0) {
     if (!futex_wait_until(&w.done, 0, deadline)) {
       if (s.remove_waiter(&w)) return false;

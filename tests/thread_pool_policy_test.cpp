@@ -311,9 +311,11 @@ TEST(pool_policy_live, blocking_scope_outside_a_pool_is_harmless) {
 TEST(pool_policy_live, starvation_injects_a_thread_when_invisible_blocking_stalls_the_queue) {
   // The worker blocks on a std::future (the pool cannot see it); only the starvation gate can add
   // the thread that runs the item completing it.
-  tpl::thread_pool pool({.thread_count = 1, .hill_climbing = false, .cooperative_blocking = false});
+  // Declared before the pool, so they outlive it: the gate may still emit an event until the
+  // pool's destructor has stopped it.
   std::vector<tpl::thread_pool_event> events;
   std::mutex m;
+  tpl::thread_pool pool({.thread_count = 1, .hill_climbing = false, .cooperative_blocking = false});
   pool.set_event_listener([&](const tpl::thread_pool_event& e) {
     std::lock_guard g(m);
     events.push_back(e);

@@ -232,21 +232,18 @@ bool async_semaphore::wait(std::chrono::nanoseconds timeout, const cancellation_
       detail::futex_wake_one(&w.state);
     });
   }
-  // The current scheduler may refuse to block (a single-threaded test scheduler throws): leave the
-  // queue then, or keep a grant that already arrived.
+  // The current scheduler may refuse to block (a single-threaded test scheduler throws from
+  // on_blocking_call): take w back out before the exception leaves.
   std::optional<detail::blocking_region> blocked;
   try {
     blocked.emplace("async_semaphore::wait()");
   } catch (...) {
-    if (try_unlink(&w)) {
-      reg.reset();
-      throw;
+    if (!try_unlink(&w)) {
+      w.wait_resolved();  // release() took us: let it finish with w, and give the count back
+      // acquire: wait_resolved() already synchronised with resolve(); this re-reads its value.
+      if (w.state.load(std::memory_order_acquire) == 1) release();
     }
-    w.wait_resolved();
-    reg.reset();
-    if (w.state.load(std::memory_order_acquire) == 2)
-      throw invalid_operation("tpl: async_semaphore destroyed while a thread was waiting on it");
-    return true;
+    throw;
   }
   const bool infinite = detail::is_infinite(timeout);
   const auto deadline =
