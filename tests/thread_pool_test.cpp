@@ -465,7 +465,8 @@ TEST(thread_pool, resuming_on_a_shut_down_pool_continues_inline) {
 
 TEST(thread_pool, thread_count_option_is_honoured) {
   constexpr unsigned kThreads = 3;
-  tpl::thread_pool pool({.thread_count = kThreads});
+  // max = min: the items below block, and the pool would otherwise add threads for them.
+  tpl::thread_pool pool({.thread_count = kThreads, .max_threads = kThreads});
   EXPECT_EQ(pool.thread_count(), kThreads);
   EXPECT_EQ(pool.stats().thread_count, kThreads);
 
@@ -509,7 +510,8 @@ TEST(thread_pool, thread_count_zero_means_one_thread_per_hardware_thread) {
 }
 
 TEST(thread_pool, single_thread_pool_runs_everything_on_one_thread) {
-  tpl::thread_pool pool({.thread_count = 1});
+  // A fixed size: min = max (hill climbing's wave could otherwise add a second thread).
+  tpl::thread_pool pool({.thread_count = 1, .max_threads = 1});
   std::set<std::thread::id> ids;  // only ever touched by the single worker
   std::vector<tpl::task<>> items;
   for (int i = 0; i < 500; ++i) items.push_back(tpl::run(pool, [&] { ids.insert(std::this_thread::get_id()); }));
@@ -520,7 +522,7 @@ TEST(thread_pool, single_thread_pool_runs_everything_on_one_thread) {
 
 TEST(thread_pool, stats_count_every_item_executed) {
   constexpr int kItems = 1'000;
-  tpl::thread_pool pool({.thread_count = 2});
+  tpl::thread_pool pool({.thread_count = 2, .max_threads = 2});
   std::vector<tpl::task<>> items;
   for (int i = 0; i < kItems; ++i) items.push_back(tpl::run(pool, [] {}));
   for (auto& t : items) t.wait();
