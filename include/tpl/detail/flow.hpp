@@ -123,49 +123,44 @@ inline void reset_context() noexcept {
   }
 }
 
-/// The per-coroutine half of the flow (embedded in tpl's promise).
+/// The per-coroutine half of the flow (embedded in tpl's promise). One slot is enough: while the
+/// coroutine runs it holds the resumer's context (the thread holds the coroutine's); while it is
+/// suspended it holds the coroutine's own (the thread has the resumer's back). Each suspension and
+/// resumption is one swap of the slot with the thread's current context.
 struct coroutine_flow {
-  context_data* outer = nullptr;  // running: the resumer's context, owned
-  context_data* own = nullptr;    // suspended: this coroutine's context, owned
+  context_data* slot = nullptr;  // owned
 
   /// At the start of the coroutine, on the caller's thread.
   void start() noexcept {
     flow_state& f = flow_tls();
-    outer = f.current;
+    slot = f.current;  // the caller's, given back at the first suspension
     if (TPL_UNLIKELY(f.current != nullptr)) {
       if (f.suppressed)
-        f.current = nullptr;  // runs in the default context; the caller's comes back at suspension
+        f.current = nullptr;  // runs in the default context
       else
-        add_ref(f.current);
+        add_ref(f.current);  // runs in a shared reference to the caller's
     }
   }
-  /// At each suspension, before the awaiter can hand the coroutine to another thread.
-  void suspend() noexcept {
+  /// At each suspension (before the awaiter can hand the coroutine to another thread), and at
+  /// each resumption (on the resuming thread): the same swap.
+  void swap() noexcept {
     flow_state& f = flow_tls();
-    own = f.current;
-    f.current = outer;
-    outer = nullptr;
+    context_data* t = f.current;
+    f.current = slot;
+    slot = t;
   }
-  /// At each resumption, on the resuming thread.
-  void resume() noexcept {
-    flow_state& f = flow_tls();
-    outer = f.current;
-    f.current = own;
-    own = nullptr;
-  }
+  void suspend() noexcept { swap(); }
+  void resume() noexcept { swap(); }
   /// At the end (final suspension), before completion is published.
   void finish() noexcept {
     flow_state& f = flow_tls();
     context_data* mine = f.current;
-    f.current = outer;
-    outer = nullptr;
+    f.current = slot;
+    slot = nullptr;
     release(mine);
   }
   /// A frame destroyed while suspended (never resumed) still owns its context.
-  ~coroutine_flow() {
-    release(own);
-    release(outer);
-  }
+  ~coroutine_flow() { release(slot); }
 };
 
 }  // namespace tpl::detail
