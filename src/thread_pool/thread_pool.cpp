@@ -131,7 +131,7 @@ struct thread_pool::impl {
     hc_sample_ms.store(hc.sample_ms(), std::memory_order_relaxed);
     hc_control.store(hc.control_setting(), std::memory_order_relaxed);
     counts.store(detail::thread_counts{0, 0, static_cast<std::uint16_t>(min)}.pack(), std::memory_order_relaxed);
-    if (std::getenv("TPL_THREADPOOL_TRACE") != nullptr && std::strcmp(std::getenv("TPL_THREADPOOL_TRACE"), "1") == 0)
+    if (const char* t = std::getenv("TPL_THREADPOOL_TRACE"); t != nullptr && std::strcmp(t, "1") == 0)
       trace.store(true, std::memory_order_relaxed);
     for (unsigned i = 0; i < min; ++i)
       if (!start_worker(thread_pool_reason::startup, false, /*force=*/true)) break;
@@ -337,9 +337,7 @@ struct thread_pool::impl {
       if (!spinning.compare_exchange_strong(expected, 1, std::memory_order_seq_cst)) return;
       if (worker* w = pop_idle_within_goal()) {
         wakeups.fetch_add(1, std::memory_order_relaxed);
-        // release: the woken worker's acquire load sees everything queued before the wake.
-        w->wake_signal.store(1, std::memory_order_release);
-        detail::futex_wake_one(&w->wake_signal);
+        signal(w);
         kick_gate();
         return;
       }
@@ -372,15 +370,13 @@ struct thread_pool::impl {
     worker* w = idle.back();
     idle.pop_back();
     update_counts([](detail::thread_counts& k) { ++k.processing; });
-    idle_count.store(static_cast<int>(idle.size()), std::memory_order_seq_cst);
+    publish_idle_count_locked();
     return w;
   }
 
   void push_idle(worker* w) {
     std::lock_guard g(idle_lock);
-    idle.push_back(w);
-    update_counts([](detail::thread_counts& k) { --k.processing; });
-    idle_count.store(static_cast<int>(idle.size()), std::memory_order_seq_cst);
+    add_idle_locked(w);
   }
 
   // Parks w as excess if processing > goal (checked under the lock). Returns whether it did.
@@ -388,34 +384,55 @@ struct thread_pool::impl {
     std::lock_guard g(idle_lock);
     const detail::thread_counts c = load_counts(std::memory_order_seq_cst);
     if (c.processing <= c.goal) return false;
-    idle.push_back(w);
-    update_counts([](detail::thread_counts& k) { --k.processing; });
-    idle_count.store(static_cast<int>(idle.size()), std::memory_order_seq_cst);
+    add_idle_locked(w);
     return true;
   }
 
   bool remove_idle(worker* w) {
     std::lock_guard g(idle_lock);
-    auto it = std::find(idle.begin(), idle.end(), w);
-    if (it == idle.end()) return false;
-    idle.erase(it);
+    if (!unlink_idle_locked(w)) return false;
     update_counts([](detail::thread_counts& k) { ++k.processing; });
-    idle_count.store(static_cast<int>(idle.size()), std::memory_order_seq_cst);
+    publish_idle_count_locked();
     return true;
   }
 
   // Takes w off the idle list for good (idle timeout). Returns false if a waker popped it first.
   bool retire_idle(worker* w) {
     std::lock_guard g(idle_lock);
-    auto it = std::find(idle.begin(), idle.end(), w);
-    if (it == idle.end()) return false;
-    idle.erase(it);
-    idle_count.store(static_cast<int>(idle.size()), std::memory_order_seq_cst);
+    if (!unlink_idle_locked(w)) return false;
+    publish_idle_count_locked();
     auto [old, next] = update_counts([](detail::thread_counts& k) { --k.existing; });
     (void)old;
     ++retired;
     retire_counts = next;
     return true;
+  }
+
+  // The three below run under idle_lock.
+  void add_idle_locked(worker* w) {
+    idle.push_back(w);
+    update_counts([](detail::thread_counts& k) { --k.processing; });
+    publish_idle_count_locked();
+  }
+
+  // Unlinks w from the idle list; false if a waker popped it first.
+  bool unlink_idle_locked(worker* w) {
+    auto it = std::find(idle.begin(), idle.end(), w);
+    if (it == idle.end()) return false;
+    idle.erase(it);
+    return true;
+  }
+
+  void publish_idle_count_locked() {
+    // seq_cst: read by producers after their queue fence (the wake protocol).
+    idle_count.store(static_cast<int>(idle.size()), std::memory_order_seq_cst);
+  }
+
+  // Wakes w, parked on its futex word.
+  static void signal(worker* w) {
+    // release: the woken worker's acquire load sees everything queued before the wake.
+    w->wake_signal.store(1, std::memory_order_release);
+    detail::futex_wake_one(&w->wake_signal);
   }
 
   // ---- finding work -------------------------------------------------------------------------
@@ -735,8 +752,7 @@ struct thread_pool::impl {
     // An idle thread (above the old goal) counts; otherwise a new one.
     if (worker* w = pop_idle_within_goal()) {
       spinning.fetch_add(1, std::memory_order_seq_cst);
-      w->wake_signal.store(1, std::memory_order_release);
-      detail::futex_wake_one(&w->wake_signal);
+      signal(w);
       ++injected_starvation;
       return;
     }
@@ -802,11 +818,7 @@ struct thread_pool::impl {
     }
     gate.join();
     const unsigned n = slot_count.load(std::memory_order_acquire);
-    for (unsigned i = 0; i < n; ++i) {
-      worker* w = slots[i].load(std::memory_order_relaxed);
-      w->wake_signal.store(1, std::memory_order_release);
-      detail::futex_wake_one(&w->wake_signal);
-    }
+    for (unsigned i = 0; i < n; ++i) signal(slots[i].load(std::memory_order_relaxed));
     {
       std::unique_lock lk(live_lock);
       live_cv.wait(lk, [&] { return live_threads == 0; });
