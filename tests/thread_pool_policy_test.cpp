@@ -424,20 +424,45 @@ TEST(pool_policy_live, stats_add_up_once_the_pool_is_quiet) {
                                 s.threads_injected_by_demand - s.threads_retired);
 }
 
-TEST(pool_policy_live, forced_extra_global_queues_carry_yields_and_lose_nothing) {
+TEST(pool_policy_live, forced_extra_global_queues_take_outside_work_and_lose_nothing) {
   tpl::thread_pool pool({.thread_count = 4, .extra_global_queues = 2});
   EXPECT_EQ(pool.stats().extra_global_queues, 2u);
   std::atomic<long> sum{0};
   auto body = [&](int i) -> tpl::task<> {
-    co_await tpl::resume_on(pool);
-    for (int k = 0; k < 20; ++k) co_await tpl::yield();
+    for (int k = 0; k < 20; ++k) co_await tpl::yield();  // onto the worker's own yield queue
     sum.fetch_add(i);
   };
-  std::vector<tpl::task<>> ts;
-  const int n = tpl_test::scaled(2000, 300);
-  for (int i = 0; i < n; ++i) ts.push_back(body(i));
-  tpl::sync_wait(tpl::when_all(ts));
-  EXPECT_EQ(sum.load(), static_cast<long>(n) * (n - 1) / 2);
+  // Several outside threads queue at once: they spread over the global and the extra queues.
+  const int per_thread = tpl_test::scaled(500, 100);
+  constexpr int kThreads = 4;
+  std::vector<std::vector<tpl::task<>>> ts(kThreads);
+  std::vector<std::thread> producers;
+  for (int p = 0; p < kThreads; ++p)
+    producers.emplace_back([&, p] {
+      for (int i = 0; i < per_thread; ++i) ts[p].push_back(tpl::run(pool, [&, i, p] { return body(p * per_thread + i); }));
+    });
+  for (auto& t : producers) t.join();
+  for (auto& v : ts) tpl::sync_wait(tpl::when_all(v));
+  const long n = static_cast<long>(kThreads) * per_thread;
+  EXPECT_EQ(sum.load(), n * (n - 1) / 2);
+  EXPECT_EQ(pool.stats().local_queue_length + pool.stats().global_queue_length, 0u);
+}
+
+TEST(pool_policy_live, a_yielded_item_runs_after_work_already_queued_on_the_same_worker) {
+  tpl::thread_pool pool({.thread_count = 1, .max_threads = 1, .hill_climbing = false, .cooperative_blocking = false});
+  std::vector<int> order;
+  auto t = tpl::run(pool, [&]() -> tpl::task<> {
+    // Queued on this worker's deque before the yield: they run before the yielder resumes.
+    auto a = tpl::run(pool, [&] { order.push_back(1); });
+    auto b = tpl::run(pool, [&] { order.push_back(2); });
+    co_await tpl::yield();
+    order.push_back(3);
+    co_await a;
+    co_await b;
+  });
+  tpl::sync_wait(t);
+  ASSERT_EQ(order.size(), 3u);
+  EXPECT_EQ(order[2], 3);
 }
 
 TEST(pool_policy_live, wait_runs_the_awaited_item_inline_when_it_is_still_queued_here) {

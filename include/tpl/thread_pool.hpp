@@ -3,9 +3,9 @@
 // options, statistics and decision events; tpl::blocking_scope.
 //
 // Each worker owns a lock-free work-stealing deque (owner pushes and pops LIFO, thieves steal
-// FIFO); a global FIFO queue takes work queued from outside the pool and yields. Workers look for
-// work in the order: own deque, (assigned extra global queue), global queue, other global queues,
-// other workers' deques (random start). An idle worker spins briefly, then parks; a parked worker
+// FIFO) and a FIFO of the work it yielded; a global FIFO queue takes work queued from outside the
+// pool. Workers look for work in the order: own deque, global queue(s), own yielded work, other
+// workers' deques (random start), other workers' yielded work. An idle worker spins briefly, then parks; a parked worker
 // is woken only when no other worker is already searching.
 //
 // How many threads run is decided like .NET's PortableThreadPool: the pool starts with
@@ -98,8 +98,10 @@ struct thread_pool_options {
   bool hill_climbing = true;
   /// Raise the goal while workers block in tpl waits / blocking_scope.
   bool cooperative_blocking = true;
-  /// Number of extra global queues (each shared by up to 16 workers). Unset: ceil(cores / 16) on
-  /// machines with more than 32 cores, else none. Set to force a count (tests on small machines).
+  /// Number of extra global queues: threads outside the pool spread the work they queue over the
+  /// global queue and these (by thread identity), so many outside producers do not share one
+  /// lock. Unset: ceil(cores / 16) on machines with more than 32 cores, else none. Set to force
+  /// a count (tests on small machines).
   std::optional<unsigned> extra_global_queues = std::nullopt;
 
   /// These options overridden by the environment variables TPL_THREADPOOL_MIN_THREADS,
@@ -158,7 +160,8 @@ struct thread_pool_stats {
   /// Workers currently blocked in a tpl blocking wait or a blocking_scope.
   unsigned blocked_threads = 0;
   std::size_t global_queue_length = 0;  ///< the global queue plus the extra global queues
-  std::size_t local_queue_length = 0;   ///< summed over all workers
+  /// Summed over all workers: their deques and their queues of yielded (after-others) work.
+  std::size_t local_queue_length = 0;
   std::uint64_t items_executed = 0;     ///< work items completed
   std::uint64_t threads_injected_by_starvation = 0;
   std::uint64_t threads_injected_by_blocking = 0;
@@ -195,7 +198,10 @@ class thread_pool final : public scheduler {
   /// Queues h: on this worker's own deque when called from one of this pool's threads, else on
   /// the global queue.
   void schedule(std::coroutine_handle<> h) override;
-  /// Queues h on a global queue, behind the work already waiting (yield()).
+  /// Queues h behind the work already waiting (yield(), prefer_fairness): from one of this pool's
+  /// threads on that worker's own FIFO of yielded work, which it takes from only after its deque
+  /// and the global queues (other workers steal from it after their deques); from outside, on the
+  /// global queue.
   void schedule_after_others(std::coroutine_handle<> h) override;
 
   /// Existing worker threads.

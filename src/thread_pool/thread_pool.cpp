@@ -82,7 +82,12 @@ struct thread_pool::impl {
     impl* pool;
     unsigned index;
     detail::work_stealing_deque local;
-    detail::global_queue* assigned = nullptr;  // extra global queue (big machines), or null
+    // Work this worker queued behind the work already waiting (yield(), prefer_fairness): a
+    // second Chase-Lev deque used as a FIFO: only the owner pushes; everyone, the owner included,
+    // takes from the top. The owner takes from it after its deque and the global queues, thieves
+    // after the other deques. One per worker, so yielding workers share no lock (tokio puts a
+    // yielded task on its worker's own queue too; .NET uses its global queues).
+    detail::work_stealing_deque fair;
     // 0: parked or running; 1: woken (set by the waker, consumed by the worker). Futex word.
     std::atomic<std::uint32_t> wake_signal{0};
     // Written only by the owner; relaxed atomics so stats() and the gate may read them.
@@ -214,7 +219,6 @@ struct thread_pool::impl {
     if (w == nullptr) {
       if (n >= detail::kMaxPoolThreads) return false;
       auto fresh = std::make_unique<worker>(this, n);
-      if (!extra_globals.empty()) fresh->assigned = extra_globals[(n / 16) % extra_globals.size()].get();
       w = fresh.release();
       slots[n].store(w, std::memory_order_relaxed);
       // release: a stealer that sees the new count sees the slot's worker.
@@ -291,11 +295,20 @@ struct thread_pool::impl {
   void push_global(void* item) {
     thread_context& ctx = t_context;
     if (ctx.pool == this) {
-      (ctx.self->assigned != nullptr ? *ctx.self->assigned : global).push(item);
+      ctx.self->fair.push(item);
       after_push();
     } else {
-      push_from_outside(item, global);
+      push_from_outside(item, queue_for_outside());
     }
+  }
+
+  // The queue a thread outside the pool pushes to: the global queue, or with extra global queues
+  // one chosen by the thread's identity, so many outside producers spread over several locks.
+  detail::global_queue& queue_for_outside() {
+    if (extra_globals.empty()) return global;
+    static thread_local const std::size_t t_hash = std::hash<std::thread::id>{}(std::this_thread::get_id());
+    const std::size_t k = t_hash % (extra_globals.size() + 1);
+    return k == 0 ? global : *extra_globals[k - 1];
   }
 
   // A thread outside the pool may still be inside push/after_push when the item it queued has
@@ -439,8 +452,6 @@ struct thread_pool::impl {
 
   void* find_work(worker& self) {
     if (void* item = self.local.pop()) return item;
-    if (self.assigned != nullptr)
-      if (void* item = self.assigned->pop()) return item;
     if (void* item = global.pop()) return item;
     const std::size_t ng = extra_globals.size();
     if (ng != 0) {
@@ -448,6 +459,7 @@ struct thread_pool::impl {
       for (std::size_t k = 0; k < ng; ++k)
         if (void* item = extra_globals[(start + k) % ng]->pop()) return item;
     }
+    if (void* item = self.fair.steal()) return item;
     // acquire: pairs with start_worker's release publication of new slots.
     const std::size_t n = slot_count.load(std::memory_order_acquire);
     if (n > 1) {
@@ -456,6 +468,11 @@ struct thread_pool::impl {
         worker& victim = *slots[(start + k) % n].load(std::memory_order_relaxed);
         if (&victim == &self) continue;
         if (void* item = victim.local.steal()) return item;
+      }
+      for (std::size_t k = 0; k < n; ++k) {
+        worker& victim = *slots[(start + k) % n].load(std::memory_order_relaxed);
+        if (&victim == &self) continue;
+        if (void* item = victim.fair.steal()) return item;
       }
     }
     return nullptr;
@@ -466,8 +483,10 @@ struct thread_pool::impl {
     for (const auto& q : extra_globals)
       if (!q->empty_seq_cst()) return true;
     const unsigned n = slot_count.load(std::memory_order_seq_cst);
-    for (unsigned i = 0; i < n; ++i)
-      if (!slots[i].load(std::memory_order_relaxed)->local.empty_seq_cst()) return true;
+    for (unsigned i = 0; i < n; ++i) {
+      const worker& w = *slots[i].load(std::memory_order_relaxed);
+      if (!w.local.empty_seq_cst() || !w.fair.empty_seq_cst()) return true;
+    }
     return false;
   }
 
@@ -842,7 +861,8 @@ struct thread_pool::impl {
         const unsigned n = slot_count.load(std::memory_order_acquire);
         for (unsigned i = 0; i < n; ++i) {
           // The workers are gone: their deques are only stolen from now.
-          if ((item = slots[i].load(std::memory_order_relaxed)->local.steal()) != nullptr) break;
+          worker& w = *slots[i].load(std::memory_order_relaxed);
+          if ((item = w.local.steal()) != nullptr || (item = w.fair.steal()) != nullptr) break;
         }
       }
       if (item == nullptr) {
@@ -874,7 +894,7 @@ struct thread_pool::impl {
     const unsigned n = slot_count.load(std::memory_order_acquire);
     for (unsigned i = 0; i < n; ++i) {
       const worker* w = slots[i].load(std::memory_order_relaxed);
-      s.local_queue_length += static_cast<std::size_t>(w->local.size_approx());
+      s.local_queue_length += static_cast<std::size_t>(w->local.size_approx() + w->fair.size_approx());
       s.items_executed += w->items_executed.load(std::memory_order_relaxed);
     }
     s.wakeups = wakeups.load(std::memory_order_relaxed);
