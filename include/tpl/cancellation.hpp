@@ -108,7 +108,9 @@ class [[nodiscard]] cancellation_registration {
   }
   cancellation_registration(const cancellation_registration&) = delete;
   cancellation_registration& operator=(const cancellation_registration&) = delete;
-  ~cancellation_registration() { reset(); }
+  ~cancellation_registration() {
+    if (node_ != nullptr) reset();  // inline check: most registrations held by awaiters are empty
+  }
 
   /// Unregisters now (.NET Dispose / Unregister). Idempotent.
   void reset() noexcept;

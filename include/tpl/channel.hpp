@@ -167,13 +167,31 @@ class [[nodiscard]] channel_operation
   bool await_ready() {
     if (TPL_UNLIKELY(core_ == nullptr || this->state != detail::channel_node_state::idle))
       detail::throw_channel_misuse("tpl: a channel operation may be awaited once");
-    if (!token_.can_be_canceled()) return false;  // await_suspend does it all under one lock
-    if (token_.is_cancellation_requested()) {
+    const bool cancelable = token_.can_be_canceled();
+    if (cancelable && token_.is_cancellation_requested()) {
       this->state = detail::channel_node_state::resolved;
       this->outcome = detail::channel_outcome::failed;
       this->error = detail::make_channel_canceled();
       return true;
     }
+    // The busy-pipeline case first (an item or room is there, nobody waits): a few instructions
+    // under the lock, no suspension machinery, no token registration.
+    if constexpr (Op == detail::channel_op::read || Op == detail::channel_op::next) {
+      if (core_->try_read_fast(this->item)) {
+        this->state = detail::channel_node_state::resolved;
+        this->outcome = detail::channel_outcome::ok;
+        return true;
+      }
+    } else if constexpr (Op == detail::channel_op::write) {
+      if (core_->try_write_fast(*this->item)) {
+        this->item.reset();
+        this->state = detail::channel_node_state::resolved;
+        this->outcome = detail::channel_outcome::ok;
+        return true;
+      }
+    }
+    // Without a token, await_suspend does the general attempt and the queuing under one lock.
+    if (!cancelable) return false;
     // Try the synchronous path before paying for a token registration.
     return core_->start(Op, *this, false);
   }

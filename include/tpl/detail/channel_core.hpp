@@ -218,7 +218,7 @@ class channel_ring {
 
  private:
   std::size_t capacity() const noexcept { return slots_ == nullptr ? 0 : mask_ + 1; }
-  void grow() {
+  TPL_NOINLINE void grow() {  // out of line, so push_back inlines into the fast paths
     const std::size_t new_capacity = slots_ == nullptr ? kChannelRingInitialSlots : 2 * capacity();
     T* fresh = std::allocator<T>().allocate(new_capacity);
     for (std::size_t i = 0; i < size_; ++i) {
@@ -282,9 +282,21 @@ class channel_core final : public pooled_allocation {
 
   // ---- writer side ---------------------------------------------------------------------------
 
+  /// The common case of a busy channel, in as few instructions as possible: room in the buffer,
+  /// nobody waiting, not completed. Writes item and returns true; otherwise touches nothing and
+  /// returns false (the caller takes the general path, which handles every other case).
+  bool try_write_fast(T& item) {
+    std::lock_guard g(lock_);
+    if (completed_ || items_.size() >= settings_.capacity || !readers_.empty() || !read_waiters_.empty())
+      return false;
+    items_.push_back(std::move(item));
+    return true;
+  }
+
   /// Writes item (moved from only on success). False if the channel is full (wait mode) or, for a
   /// rendezvous channel, no reader is waiting. Throws channel_closed once completed.
   bool try_write(T& item) {
+    if (try_write_fast(item)) return true;
     channel_wake_list wake;
     std::optional<T> dropped;
     write_result r;
@@ -319,8 +331,18 @@ class channel_core final : public pooled_allocation {
 
   // ---- reader side ---------------------------------------------------------------------------
 
+  /// The reading twin of try_write_fast: an item is buffered, no writer waits for room, not
+  /// completed. Takes the oldest item into out and returns true; otherwise returns false.
+  bool try_read_fast(std::optional<T>& out) {
+    std::lock_guard g(lock_);
+    if (completed_ || items_.empty() || !writers_.empty() || !write_waiters_.empty()) return false;
+    out.emplace(items_.pop_front());
+    return true;
+  }
+
   /// Takes the oldest item into out. False if none is there (or the channel is done).
   bool try_read(std::optional<T>& out) {
+    if (try_read_fast(out)) return true;
     channel_wake_list wake;
     bool now_done = false;
     read_result r;

@@ -12,9 +12,16 @@ namespace tpl::detail {
 class spin_lock {
  public:
   void lock() noexcept {
-    for (unsigned spins = 0;; ++spins) {
-      // acquire: the critical section must see the previous holder's writes.
-      if (!locked_.exchange(true, std::memory_order_acquire)) return;
+    // acquire: the critical section must see the previous holder's writes.
+    if (TPL_LIKELY(!locked_.exchange(true, std::memory_order_acquire))) return;
+    lock_contended();
+  }
+  // release: publishes the critical section to the next holder.
+  void unlock() noexcept { locked_.store(false, std::memory_order_release); }
+
+ private:
+  TPL_NOINLINE void lock_contended() noexcept {
+    for (unsigned spins = 0;;) {
       // relaxed: we only wait for it to look free before trying the exchange again.
       while (locked_.load(std::memory_order_relaxed)) {
         if (spins++ < 64)
@@ -22,12 +29,11 @@ class spin_lock {
         else
           std::this_thread::yield();
       }
+      // acquire: the critical section must see the previous holder's writes.
+      if (!locked_.exchange(true, std::memory_order_acquire)) return;
     }
   }
-  // release: publishes the critical section to the next holder.
-  void unlock() noexcept { locked_.store(false, std::memory_order_release); }
 
- private:
   std::atomic<bool> locked_{false};
 };
 
