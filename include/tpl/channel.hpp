@@ -232,7 +232,10 @@ class [[nodiscard]] channel_operation
       this->item.reset();
       return v;
     } else if constexpr (Op == detail::channel_op::next) {
-      return std::move(this->item);
+      // Built from the value rather than moved as a whole optional: g++ copies an optional
+      // <int64_t> as one 16-byte load, which stalls on the two smaller stores that just made it.
+      if (!this->item) return std::nullopt;
+      return std::optional<T>(std::in_place, std::move(*this->item));
     } else if constexpr (Op == detail::channel_op::write) {
       return;
     } else {
