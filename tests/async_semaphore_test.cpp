@@ -440,7 +440,7 @@ TEST(async_semaphore, blocking_wait_canceled_from_another_thread_throws_and_cons
         }
         return true;
       },
-      std::chrono::seconds(3));
+      std::chrono::seconds(60));
 }
 
 TEST(async_semaphore, blocking_wait_with_a_system_timeout_gives_false_when_nothing_is_released) {
@@ -497,7 +497,7 @@ TEST(async_semaphore, blocking_wait_on_a_pool_thread_is_counted_in_the_pools_blo
         waiter.wait();
         return tpl_test::check_eq(pool.stats().blocked_threads, 0, "blocked threads once the wait returned");
       },
-      std::chrono::seconds(3));
+      std::chrono::seconds(60));
 }
 
 TEST(async_semaphore, blocking_and_async_waiters_share_one_queue) {
