@@ -1,5 +1,5 @@
 // tpl's own races explored with the deterministic scheduler (issue 8): each scenario runs over
-// many seeds (tpl_test::scaled(1000, 150): 1,000 in Release, 150 under the sanitizers), on fake
+// many seeds (tpl_test::scaled(1000, 300): 1,000 in Release, 300 under the sanitizers), on fake
 // time, and checks precise invariants for every order, not only that nothing crashed:
 //
 //   cancellation races   cancel racing a delay, a channel read, registrations and their reset;
@@ -40,7 +40,7 @@ using ns = std::chrono::nanoseconds;
 
 namespace {
 
-const int kSeeds = tpl_test::scaled(1000, 150);
+const int kSeeds = tpl_test::scaled(1000, 300);
 
 /// Fake time elapsed since the scheduler's clock started.
 ns now(deterministic_scheduler& s) { return s.clock().utc_now() - tpl::testing::fake_time_provider::default_start(); }
