@@ -254,7 +254,9 @@ TEST(deterministic_scenarios, cancel_races_register_and_unregister) {
   expect_reached(report, in_cancel, "callback run by cancel()");
   expect_reached(report, after_cancel, "callback registered after cancel");
   expect_reached(report, reset_before, "registration reset before cancel");
-  std::printf("[scenario] %d seeds: %zu callbacks run by cancel(), %zu at registration, %zu reset before\n", kSeeds, in_cancel, after_cancel, reset_before);
+  std::printf("[scenario] %d seeds: %zu callbacks run by cancel(), %zu at registration, "
+              "%zu reset before\n",
+              kSeeds, in_cancel, after_cancel, reset_before);
 }
 
 // A linked source over two parents, created at a random point (sometimes after a parent was
@@ -359,7 +361,9 @@ TEST(deterministic_scenarios, linked_tokens_follow_the_first_parent_cancel) {
   expect_reached(report, linked_not_canceled, "linked not canceled");
   expect_reached(report, created_canceled, "linked created over a canceled parent");
   expect_reached(report, destroyed_early, "linked destroyed early");
-  std::printf("[scenario] %d seeds: linked canceled %zu (%zu at creation), not canceled %zu, destroyed early %zu\n", kSeeds, linked_canceled, created_canceled, linked_not_canceled, destroyed_early);
+  std::printf("[scenario] %d seeds: linked canceled %zu (%zu at creation), not canceled %zu, "
+              "destroyed early %zu\n",
+              kSeeds, linked_canceled, created_canceled, linked_not_canceled, destroyed_early);
 }
 
 // ---- 2. async_mutex ------------------------------------------------------------------------------
@@ -427,7 +431,8 @@ TEST(deterministic_scenarios, async_mutex_is_fifo_and_mutually_exclusive) {
   expect_reached(report, grants_total, "grants");
   expect_reached(report, canceled_total, "canceled waits");
   expect_reached(report, handovers_total, "hand-overs to a waiter");
-  std::printf("[scenario] %d seeds: %zu grants (%zu after waiting), %zu canceled waits\n", kSeeds, grants_total, handovers_total, canceled_total);
+  std::printf("[scenario] %d seeds: %zu grants (%zu after waiting), %zu canceled waits\n",
+              kSeeds, grants_total, handovers_total, canceled_total);
 }
 
 // ---- 3. channels ---------------------------------------------------------------------------------
@@ -491,7 +496,8 @@ TEST(deterministic_scenarios, channel_producers_consumers_completion_and_cancell
       consumer_cancelable[static_cast<std::size_t>(c)] = s.random(2) == 0;
       tasks.push_back(s.start([&, c]() -> tpl::task<> {
         const auto idx = static_cast<std::size_t>(c);
-        const tpl::cancellation_token token = consumer_cancelable[idx] ? consumer_cts.token() : tpl::cancellation_token{};
+        const tpl::cancellation_token token =
+            consumer_cancelable[idx] ? consumer_cts.token() : tpl::cancellation_token{};
         co_await yields(s, 3);
         try {
           if (c == 0) {
@@ -568,7 +574,8 @@ TEST(deterministic_scenarios, channel_producers_consumers_completion_and_cancell
       }
       return true;
     };
-    for (const auto& got : received) ok = ok && check(in_producer_order(got), "a consumer got a producer's items out of order");
+    for (const auto& got : received)
+      ok = ok && check(in_producer_order(got), "a consumer got a producer's items out of order");
     ok = ok && check(in_producer_order(leftovers), "leftovers out of producer order");
     for (int c = 0; c < consumers; ++c) {
       const auto idx = static_cast<std::size_t>(c);
@@ -606,7 +613,9 @@ TEST(deterministic_scenarios, channel_producers_consumers_completion_and_cancell
   expect_reached(report, not_written_seen, "writes not done (canceled or closed)");
   expect_reached(report, consumer_canceled, "a canceled consumer");
   expect_reached(report, received_total, "items received");
-  std::printf("[scenario] %d seeds: %zu items received, %zu runs with an error, %zu with leftovers, %zu with writes not done, %zu canceled consumers\n", kSeeds, received_total, with_error, leftovers_seen, not_written_seen, consumer_canceled);
+  std::printf("[scenario] %d seeds: %zu items received, %zu runs with an error, "
+              "%zu with leftovers, %zu with writes not done, %zu canceled consumers\n",
+              kSeeds, received_total, with_error, leftovers_seen, not_written_seen, consumer_canceled);
 }
 
 // ---- 4. parallel loops with a max degree ---------------------------------------------------------
@@ -701,7 +710,9 @@ TEST(deterministic_scenarios, parallel_async_loops_respect_the_degree_cancellati
   EXPECT_TRUE(report.ok) << report.message;
   for (std::size_t m = 0; m < 3; ++m) expect_reached(report, runs_by_mode[m], "a mode");
   expect_reached(report, stopped_early, "a loop stopped before starting every index");
-  std::printf("[scenario] %d seeds: %zu run to the end, %zu canceled, %zu failed; %zu stopped early\n", kSeeds, runs_by_mode[0], runs_by_mode[1], runs_by_mode[2], stopped_early);
+  std::printf("[scenario] %d seeds: %zu run to the end, %zu canceled, "
+              "%zu failed; %zu stopped early\n",
+              kSeeds, runs_by_mode[0], runs_by_mode[1], runs_by_mode[2], stopped_early);
 }
 
 // ---- 5. timeouts ---------------------------------------------------------------------------------
@@ -793,5 +804,6 @@ TEST(deterministic_scenarios, wait_async_result_timeout_or_cancel_the_earliest_w
   expect_reached(report, outcomes[0], "the result won");
   expect_reached(report, outcomes[1], "the timeout won");
   expect_reached(report, outcomes[2], "the cancel won");
-  std::printf("[scenario] %d seeds: result won %zu, timeout %zu, cancel %zu\n", kSeeds, outcomes[0], outcomes[1], outcomes[2]);
+  std::printf("[scenario] %d seeds: result won %zu, timeout %zu, cancel %zu\n",
+              kSeeds, outcomes[0], outcomes[1], outcomes[2]);
 }

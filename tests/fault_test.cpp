@@ -3,14 +3,14 @@
 // chose differently) and never kills a pool thread: after the fault, a fixed-size pool still has
 // all its threads and every one of them still runs new work.
 //
-// Kinds: task bodies (coroutines, tpl::run), continue_with continuations, cancellation callbacks
-// (cancel() on a user thread, on a pool thread, from cancel_after on the fake and on the system
-// clock), timer callbacks (system and fake clock), channel item-dropped callbacks (drop_oldest,
-// drop_newest, drop_write; try_write and write_async), parallel loop bodies (for_, for_each,
-// for_async, for_each_async, and the source range of for_each_async), and raw coroutine handles
-// resumed by the pool (a user coroutine type whose resumption throws: std::terminate, as .NET's
-// unhandled exception on a pool thread). The pool's event listener is covered by
-// pool_policy_live.a_throwing_listener_does_not_disturb_the_pool.
+// Kinds: task bodies (coroutines, tpl::run, start_new long_running, dedicated_thread_scheduler),
+// continue_with continuations, cancellation callbacks (cancel() on a user thread, on a pool
+// thread, from cancel_after on the fake and on the system clock), timer callbacks (system and fake
+// clock), channel item-dropped callbacks (drop_oldest, drop_newest, drop_write; try_write and
+// write_async), parallel loop bodies (for_, for_each, for_async, for_each_async, and the source
+// range of for_each_async), and raw coroutine handles resumed by the pool (a user coroutine type
+// whose resumption throws: std::terminate, as .NET's unhandled exception on a pool thread). The
+// pool's event listener is covered by pool_policy_live.a_throwing_listener_does_not_disturb_the_pool.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -157,6 +157,32 @@ TEST(fault, task_bodies_fault_their_task_rethrow_on_await_and_get_and_leave_the_
   settle(canceled);
   EXPECT_TRUE(canceled.is_canceled());
   expect_pool_intact(pool);
+}
+
+TEST(fault, start_new_long_running_and_dedicated_thread_bodies_fault_their_task_and_the_threads_go_on) {
+  // task_factory::start_new(long_running): the body runs on a thread of its own.
+  auto lr = tpl::task_factory::start_new([]() -> int { throw test_error(41); },
+                                         tpl::task_creation_options::long_running);
+  EXPECT_EQ(test_error_id(tpl_test::thrown_by([&] { tpl::sync_wait(lr); })), 41);
+  EXPECT_TRUE(lr.is_faulted());
+  // A dedicated_thread_scheduler with one thread: after a faulting item, the same thread runs the
+  // next items, in order.
+  tpl::dedicated_thread_scheduler one(1, "tpl-fault-dedicated");
+  std::thread::id first_thread;
+  auto bad = tpl::run(one, [&]() -> int {
+    first_thread = std::this_thread::get_id();
+    throw test_error(42);
+  });
+  std::vector<int> order;
+  std::vector<tpl::task<>> next;
+  for (int k = 0; k < 10; ++k)
+    next.push_back(tpl::run(one, [&, k] {
+      EXPECT_EQ(std::this_thread::get_id(), first_thread);
+      order.push_back(k);
+    }));
+  EXPECT_EQ(inner_ids(tpl_test::thrown_by([&] { bad.wait(); }) ? bad.exception() : nullptr), std::vector<int>{42});
+  for (auto& t : next) t.wait();
+  EXPECT_EQ(order, (std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}));
 }
 
 // ---- 2. continuations ----------------------------------------------------------------------------
