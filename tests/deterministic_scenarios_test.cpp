@@ -623,9 +623,10 @@ TEST(deterministic_scenarios, channel_producers_consumers_completion_and_cancell
 // for_async / for_each_async on the deterministic scheduler, degree 1-3, bodies that await fake
 // delays (with the loop's token) and yields. Run to the end, canceled mid-loop, or with one body
 // failing: never more bodies at once than the degree, and the degree reached; no body starts once
-// the loop's token is canceled; each index at most once (exactly once when nothing stopped the
-// loop); the loop's task ends completed / canceled / faulted with exactly the failing body's
-// exception (the other bodies' operation_canceled is not reported).
+// the loop's token is canceled, and the bodies in flight then see it canceled at that instant;
+// each index at most once (exactly once when nothing stopped the loop); the loop's task ends
+// completed / canceled / faulted with exactly the failing body's exception (the other bodies'
+// operation_canceled is not reported).
 TEST(deterministic_scenarios, parallel_async_loops_respect_the_degree_cancellation_and_failure) {
   std::size_t runs_by_mode[3] = {0, 0, 0};
   std::size_t stopped_early = 0;
@@ -643,6 +644,8 @@ TEST(deterministic_scenarios, parallel_async_loops_respect_the_degree_cancellati
     int running = 0, max_running = 0;
     bool started_canceled = false;
     std::vector<int> starts(static_cast<std::size_t>(n), 0), finished(static_cast<std::size_t>(n), 0);
+    std::vector<ns> due(static_cast<std::size_t>(n), ns(-1)), canceled_at(static_cast<std::size_t>(n), ns(-1));
+    std::optional<ns> stop_at;  // when the loop's token was canceled (by cts or by the failure)
     auto body = [&](int i, const tpl::cancellation_token& t) -> tpl::task<> {
       if (t.is_cancellation_requested()) started_canceled = true;
       ++starts[static_cast<std::size_t>(i)];
@@ -652,9 +655,18 @@ TEST(deterministic_scenarios, parallel_async_loops_respect_the_degree_cancellati
         ~leave() { --running; }
       } on_exit{running};
       const auto d = ms(1 + s.random(4));
-      co_await tpl::delay(d, t, s.clock());
+      due[static_cast<std::size_t>(i)] = now(s) + d;
+      try {
+        co_await tpl::delay(d, t, s.clock());
+      } catch (const tpl::operation_canceled&) {
+        canceled_at[static_cast<std::size_t>(i)] = now(s);
+        throw;
+      }
       co_await yields(s, 3);
-      if (mode == 2 && i == fail_at) throw tpl_test::test_error(i);
+      if (mode == 2 && i == fail_at) {
+        stop_at = now(s);  // the worker fails the loop as soon as it resumes, at this fake instant
+        throw tpl_test::test_error(i);
+      }
       ++finished[static_cast<std::size_t>(i)];
     };
     std::vector<int> range;
@@ -670,6 +682,7 @@ TEST(deterministic_scenarios, parallel_async_loops_respect_the_degree_cancellati
     auto canceler = s.start([&]() -> tpl::task<> {
       if (mode != 1) co_return;
       co_await tpl::delay(ms(1 + s.random(6)), s.clock());  // after every first body started
+      stop_at = now(s);
       cts.cancel();
     });
     s.run_until_idle();
@@ -680,6 +693,16 @@ TEST(deterministic_scenarios, parallel_async_loops_respect_the_degree_cancellati
     ok = ok && check_eq(max_running, std::min(degree, n), "the degree was reached");
     ok = ok && check(!started_canceled, "a body started after the loop's token was canceled");
     ok = ok && check_eq(running, 0, "every body ended");
+    // Every body still in its delay when the loop stopped (canceled, or a body failed) saw its
+    // token canceled at once, exactly then; no other body was canceled.
+    for (int i = 0; i < n; ++i) {
+      const auto k = static_cast<std::size_t>(i);
+      if (starts[k] == 0) continue;
+      if (!stop_at || due[k] < *stop_at)
+        ok = ok && check(canceled_at[k] == ns(-1), "a body canceled although the loop had not stopped");
+      else if (due[k] > *stop_at)
+        ok = ok && check(canceled_at[k] == *stop_at, "an in-flight body not canceled exactly when the loop stopped");
+    }
     int started = 0, done = 0;
     for (int i = 0; i < n; ++i) {
       ok = ok && check(starts[static_cast<std::size_t>(i)] <= 1, "an index ran twice");
