@@ -340,7 +340,16 @@ loop_worker async_worker(std::shared_ptr<Loop> s) {
   std::uint64_t batch = 1;
   bool failed = false;
   while (!failed && !s->canceled()) {
-    auto claim = s->source_items.claim(batch);
+    // Claiming runs user code for an input range (begin, ++, *, the item's copy): what it throws
+    // fails the loop like a body's exception (.NET records MoveNext's exception the same way).
+    std::optional<decltype(s->source_items.claim(batch))> claimed;
+    try {
+      claimed.emplace(s->source_items.claim(batch));
+    } catch (...) {
+      s->fail(std::current_exception());
+      break;
+    }
+    auto& claim = *claimed;
     if (claim.empty()) break;
     bool all_synchronous = true;
     for (auto it = claim.begin(); it != claim.end(); ++it) {
@@ -436,6 +445,8 @@ struct iterator_source {
   Holder range;
   spin_lock lock;
   std::optional<iterator> it;
+  bool advance_pending = false;  // the item at *it was claimed: step past it on the next claim
+  bool broken = false;           // the range threw: claim nothing more
   std::atomic<bool> exhausted{false};
   explicit iterator_source(Holder r) : range(std::forward<Holder>(r)) {}
   iterator_source(iterator_source&& o) noexcept : range(std::forward<Holder>(o.range)) {}
@@ -455,19 +466,33 @@ struct iterator_source {
   claim_t claim(std::uint64_t) {
     claim_t c;
     std::lock_guard g(lock);
-    if (!it) it.emplace(std::ranges::begin(range));
-    if (*it == std::ranges::end(range)) {
-      // relaxed: a hint for starting workers (may_have_more).
-      exhausted.store(true, std::memory_order_relaxed);
-      return c;
+    if (broken) return c;
+    // The iterator steps past a claimed item only when the next item is claimed, so an exception
+    // from ++ (the range failing to produce the next item) never loses the item already taken.
+    try {
+      if (!it) {
+        it.emplace(std::ranges::begin(range));
+      } else if (advance_pending) {
+        advance_pending = false;
+        ++*it;
+      }
+      if (*it == std::ranges::end(range)) {
+        // relaxed: a hint for starting workers (may_have_more).
+        exhausted.store(true, std::memory_order_relaxed);
+        return c;
+      }
+      if constexpr (by_reference)
+        c.value.emplace(std::addressof(**it));
+      else if constexpr (std::ranges::forward_range<R>)
+        c.value.emplace(**it);
+      else
+        c.value.emplace(std::ranges::iter_move(*it));
+      advance_pending = true;
+    } catch (...) {
+      broken = true;
+      exhausted.store(true, std::memory_order_relaxed);  // relaxed: a hint, as above
+      throw;
     }
-    if constexpr (by_reference)
-      c.value.emplace(std::addressof(**it));
-    else if constexpr (std::ranges::forward_range<R>)
-      c.value.emplace(**it);
-    else
-      c.value.emplace(std::ranges::iter_move(*it));
-    ++*it;
     return c;
   }
   bool may_have_more() const noexcept {
