@@ -310,6 +310,34 @@ TEST(ChannelFullModes, the_drop_callback_receives_move_only_items) {
 
 // ---- completion ---------------------------------------------------------------------------------
 
+TEST(ChannelCompletion, a_completed_channel_drains_through_every_read_form_and_finishes_on_the_last_item) {
+  for (int form = 0; form < 3; ++form) {
+    auto ch = tpl::make_unbounded_channel<int>();
+    for (int i = 0; i < 4; ++i) ASSERT_TRUE(ch.writer().try_write(i));
+    ch.writer().complete();
+    auto done = ch.reader().completion();
+    for (int i = 0; i < 4; ++i) {
+      EXPECT_FALSE(done.is_completed()) << "form " << form << " item " << i;
+      int v = -1;
+      if (form == 0) {
+        ASSERT_TRUE(ch.reader().try_read(v));
+      } else if (form == 1) {
+        v = tpl::sync_wait(ch.reader().read_async());
+      } else {
+        std::optional<int> o = tpl::sync_wait(ch.reader().next_async());
+        ASSERT_TRUE(o.has_value());
+        v = *o;
+      }
+      EXPECT_EQ(v, i);
+    }
+    EXPECT_TRUE(done.is_completed()) << "form " << form;
+    EXPECT_EQ(ch.reader().count(), 0u);
+    EXPECT_FALSE(ch.reader().try_read().has_value());
+    EXPECT_FALSE(tpl::sync_wait(ch.reader().next_async()).has_value());
+    EXPECT_THROW(tpl::sync_wait(ch.reader().read_async()), tpl::channel_closed);
+  }
+}
+
 TEST(ChannelCompletion, complete_lets_readers_drain_then_reports_closed) {
   auto ch = tpl::make_bounded_channel<int>(4);
   ASSERT_TRUE(ch.writer().try_write(1));

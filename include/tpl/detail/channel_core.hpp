@@ -331,11 +331,13 @@ class channel_core final : public pooled_allocation {
 
   // ---- reader side ---------------------------------------------------------------------------
 
-  /// The reading twin of try_write_fast: an item is buffered, no writer waits for room, not
-  /// completed. Takes the oldest item into out and returns true; otherwise returns false.
+  /// The reading twin of try_write_fast: an item is buffered, no writer waits for room, and it is
+  /// not the last item of a completed channel (taking that one finishes the channel). Takes the
+  /// oldest item into out and returns true; otherwise returns false.
   bool try_read_fast(std::optional<T>& out) {
     std::lock_guard g(lock_);
-    if (completed_ || items_.empty() || !writers_.empty() || !write_waiters_.empty()) return false;
+    if (items_.size() <= static_cast<std::size_t>(completed_) || !writers_.empty() || !write_waiters_.empty())
+      return false;
     out.emplace(items_.pop_front());
     return true;
   }
