@@ -7,9 +7,9 @@
 #                             corpus plus a bounded number of fuzzing runs)
 #   make test-<preset>        one configuration only (release | debug-asan | tsan | fuzz)
 #   make soak [SOAK_ITERATIONS=N] [SOAK_ASAN_ITERATIONS=N] [SOAK_SEED=S]
-#                             the long soak: tpl_soak in release (SOAK_ITERATIONS, default 3000:
+#                             the long soak: tpl_soak in release (SOAK_ITERATIONS, default 10000:
 #                             a few minutes), then in debug-asan with LeakSanitizer
-#                             (SOAK_ASAN_ITERATIONS, default 100). See docs/testing.md, "Soak".
+#                             (SOAK_ASAN_ITERATIONS, default 300). See docs/testing.md, "Soak".
 #   make bench [QUICK=1] [FILTER=group|regex]
 #                             build the release preset, build the peers (Go, tokio, Asio,
 #                             oneTBB, Java 21+, Mono, .NET Core; each skipped if its toolchain
@@ -46,8 +46,8 @@ ENV_debug-asan := ASAN_OPTIONS=detect_leaks=1:halt_on_error=1 UBSAN_OPTIONS=prin
 ENV_tsan       := TSAN_OPTIONS='halt_on_error=1 second_deadlock_stack=1'
 ENV_fuzz       := $(ENV_debug-asan)
 
-SOAK_ITERATIONS      ?= 3000
-SOAK_ASAN_ITERATIONS ?= 100
+SOAK_ITERATIONS      ?= 10000
+SOAK_ASAN_ITERATIONS ?= 300
 SOAK_SEED            ?= 1
 # Sanitized binaries need ASLR off on kernels with vm.mmap_rnd_bits > 28 (as tests/CMakeLists.txt).
 NO_ASLR := $(shell [ "$$(cat /proc/sys/vm/mmap_rnd_bits 2>/dev/null || echo 0)" -gt 28 ] && \
