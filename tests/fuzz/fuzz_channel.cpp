@@ -4,15 +4,17 @@
 // waiting reader, the four full modes, completion, cancellation, single_reader/single_writer).
 //
 // Input: byte 0 the kind (unbounded, or bounded with a full mode), byte 1 the capacity (0..4),
-// byte 2 flags (single_reader, single_writer, allow_synchronous_continuations), byte 3 the
+// byte 2 flags (single_reader, single_writer, allow_synchronous_continuations, destroy at the
+// end: drop the last handles with operations still waiting instead of completing), byte 3 the
 // scheduler seed; then one operation per byte (some take one more byte): op % 16 picks it, bit 7
 // makes the step lazy (the scheduler runs only the step itself, not everything ready, so earlier
 // operations may be resolved but not yet resumed). After every other step the scheduler runs
 // until idle, and then every observable result must equal the model's: the outcome of every
 // operation started so far (pending or how it ended), the items dropped (in order), count(),
-// try_peek(). At the end the channel is completed and drained, and every item ever written is
-// accounted for exactly once: read, dropped, drained, or reported as not written. Any mismatch
-// prints what differed and aborts.
+// try_peek(). At the end the channel is completed and drained (or destroyed: the waiting operations
+// fail with channel_closed), and every item ever written is accounted for exactly once: read,
+// dropped, drained, reported as not written, or buffered when the channel was destroyed. Any
+// mismatch prints what differed and aborts.
 #include <cstdarg>
 #include <cstddef>
 #include <cstdint>
@@ -131,33 +133,35 @@ struct op_record {
 using reader_t = tpl::channel_reader<std::string>;
 using writer_t = tpl::channel_writer<std::string>;
 
-tpl::task<> run_op(reader_t r, writer_t w, tpl::cancellation_token token, op_record* rec) {
+// The handles are borrowed (the harness owns them): a waiting operation does not keep the channel
+// alive, so the end of an input may destroy the channel under it.
+tpl::task<> run_op(const reader_t* r, const writer_t* w, tpl::cancellation_token token, op_record* rec) {
   rec->started = true;
   try {
     switch (rec->kind) {
       case op_kind::read: {
-        std::string v = co_await r.read_async(token);
+        std::string v = co_await r->read_async(token);
         rec->real = {outcome::ok, parse_item(v)};
         break;
       }
       case op_kind::next: {
-        std::optional<std::string> v = co_await r.next_async(token);
+        std::optional<std::string> v = co_await r->next_async(token);
         rec->real = v ? outcome{outcome::ok, parse_item(*v)} : outcome{outcome::end, -1};
         break;
       }
       case op_kind::write: {
         std::string item = make_item(rec->value);
-        co_await w.write_async(std::move(item), token);
+        co_await w->write_async(std::move(item), token);
         rec->real = {outcome::ok, -1};
         break;
       }
       case op_kind::wait_to_read: {
-        const bool b = co_await r.wait_to_read_async(token);
+        const bool b = co_await r->wait_to_read_async(token);
         rec->real = {outcome::ok, b ? 1 : 0};
         break;
       }
       case op_kind::wait_to_write: {
-        const bool b = co_await w.wait_to_write_async(token);
+        const bool b = co_await w->wait_to_write_async(token);
         rec->real = {outcome::ok, b ? 1 : 0};
         break;
       }
@@ -389,6 +393,7 @@ class harness {
     m_.single_reader = (flags & 1) != 0;
     m_.single_writer = (flags & 2) != 0;
     const bool sync = (flags & 4) != 0;
+    destroy_at_end_ = (flags & 8) != 0;
     if (m_.unbounded) {
       tpl::unbounded_channel_options o;
       o.single_reader = m_.single_reader;
@@ -469,7 +474,7 @@ class harness {
       m_.start(&r);
     }
     op_record* rec = &r;
-    tasks_.push_back(sched_->start([this, token, rec]() { return run_op(reader_, writer_, token, rec); }));
+    tasks_.push_back(sched_->start([this, token, rec]() { return run_op(&reader_, &writer_, token, rec); }));
     if (lazy_) {
       while (!rec->started) FUZZ_CHECK(sched_->run_one(), "an operation is not ready to start");
     } else {
@@ -635,11 +640,35 @@ class harness {
     }
     FUZZ_CHECK(real_dropped_ == m_.dropped, "%s: dropped items differ (got %zu, model %zu)", when,
                real_dropped_.size(), m_.dropped.size());
-    FUZZ_CHECK(ch_.reader().count() == m_.items.size(), "%s: count() %zu, model %zu", when, ch_.reader().count(),
-               m_.items.size());
+    if (ch_.valid())
+      FUZZ_CHECK(ch_.reader().count() == m_.items.size(), "%s: count() %zu, model %zu", when,
+                 ch_.reader().count(), m_.items.size());
+  }
+
+  /// Drops the last handles with operations still waiting: they fail with channel_closed
+  /// ("destroyed", no inner error); buffered items are destroyed with the channel.
+  void destroy_channel() {
+    for (auto* q : {&m_.readers, &m_.writers, &m_.read_waiters, &m_.write_waiters}) {
+      for (op_record* r : *q) model::resolve(r, {outcome::closed, -1});
+      q->clear();
+    }
+    destroyed_ = std::vector<int>(m_.items.begin(), m_.items.end());
+    m_.items.clear();
+    on_scheduler([&] {
+      ch_ = {};
+      reader_ = {};
+      writer_ = {};
+    });
+    check_all("after destroying the channel");
+    for (auto& t : tasks_) FUZZ_CHECK(t.is_completed_successfully(), "an operation is still pending at the end");
   }
 
   void finish() {
+    if (destroy_at_end_) {
+      destroy_channel();
+      account_for_every_item();
+      return;
+    }
     // Complete (if not yet), drain: nothing may stay pending, every item is accounted for.
     const bool expect = m_.try_complete(-1);
     on_scheduler([&] {
@@ -651,8 +680,12 @@ class harness {
     FUZZ_CHECK(m_.done, "model not done after the final drain");
     for (auto& t : tasks_) FUZZ_CHECK(t.is_completed_successfully(), "an operation is still pending at the end");
     FUZZ_CHECK(reader_.completion().is_completed(), "completion() not completed at the end");
+    account_for_every_item();
+  }
 
+  void account_for_every_item() {
     std::map<int, int> seen;
+    for (int v : destroyed_) ++seen[v];
     for (int v : read_) ++seen[v];
     for (int v : real_dropped_) ++seen[v];
     for (int v : not_written_) ++seen[v];
@@ -662,7 +695,8 @@ class harness {
     }
     for (int v : attempted_) {
       auto it = seen.find(v);
-      FUZZ_CHECK(it != seen.end(), "item %d was lost (not read, dropped, drained or reported unwritten)", v);
+      FUZZ_CHECK(it != seen.end(), "item %d was lost (not read, dropped, drained, reported unwritten or destroyed)",
+                 v);
       FUZZ_CHECK(it->second == 1, "item %d was accounted for %d times", v, it->second);
       seen.erase(it);
     }
@@ -681,6 +715,8 @@ class harness {
   int next_value_ = 0;
   int next_error_ = 1000;
   bool lazy_ = false;
+  bool destroy_at_end_ = false;
+  std::vector<int> destroyed_;  // buffered when the channel was destroyed
 };
 
 }  // namespace

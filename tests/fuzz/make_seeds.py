@@ -12,6 +12,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 #  6 next_async f  7 wait_to_read f  8 wait_to_write f  9/10 cancel one (pick)
 #  11 try_complete e  12 complete()  13 cancel all  14 drain  15 count()
 # f: bit0 own token source, bit1 token already canceled.  e: bit0 with an error.
+# op bit 7: a lazy step.  flags: 1 single_reader 2 single_writer 4 synchronous continuations
+# 8 destroy the channel at the end (instead of completing it).
 # kind % 5 == 0: unbounded; else full mode (kind / 5) % 4: 0 wait 1 drop_newest 2 drop_oldest 3 drop_write
 CHANNEL = {
     "unbounded-basic": [0, 0, 0, 1, 0, 0, 0, 1, 2, 15, 1, 1, 1, 3, 11, 0, 3],
@@ -25,6 +27,9 @@ CHANNEL = {
     "complete-with-error": [1, 2, 4, 9, 0, 5, 0, 7, 0, 11, 1, 1, 1, 5, 0, 6, 0, 7, 0, 8, 0, 4, 0, 0, 12, 3],
     "sync-continuations": [1, 1, 6, 10, 4, 1, 4, 1, 5, 0, 1, 1, 9, 0, 1, 1, 11, 0],
     "precanceled": [1, 0, 0, 11, 4, 2, 5, 2, 7, 2, 8, 2, 6, 2],
+    "destroy-with-waiting-writers": [1, 1, 8, 12, 0, 4, 1, 4, 0, 8, 0, 0x84, 0],
+    "destroy-with-waiting-readers": [0, 0, 8, 13, 5, 1, 7, 0, 6, 0, 0x85, 0],
+    "lazy-steps": [1, 1, 0, 14, 4, 1, 0x84, 0, 0x81, 0x81, 0x89, 0, 0x81, 0x8b, 0],
 }
 
 # fuzz_cancellation: op % 16, then its operand bytes:
