@@ -17,7 +17,9 @@
 //  - cancel_after(d) cancels when the fake clock reaches now + d (re-arming moves the due time;
 //    infinite_timeout disarms); an exception of its callbacks propagates from advance(), which
 //    stops at that timer; try_reset (false once canceled) drops the registrations and the timer;
-//    disposing a source drops its timer.
+//    disposing a source drops its timer;
+//  - when_cancelled(token) completes when its registration runs; dropping the task first removes
+//    the registration.
 // Callbacks may throw, reset another (or their own) registration, register a new callback, or
 // cancel another source. Exceptions are compared as trees: "7" is fuzz_error(7), "[7,[3]]" an
 // aggregate_exception holding fuzz_error(7) and an aggregate of fuzz_error(3).
@@ -30,6 +32,7 @@
 #include <cstdlib>
 #include <deque>
 #include <exception>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -96,7 +99,8 @@ constexpr std::size_t kMaxRegistrations = 64;
 
 /// What a registered callback does when it runs (fixed when it is registered).
 struct reg_spec {
-  enum kind_t { plain, throws, unregister, register_other, cancel_other, link } kind = plain;
+  // link: a linked source's registration on a parent; waiter: when_cancelled(token)'s.
+  enum kind_t { plain, throws, unregister, register_other, cancel_other, link, waiter } kind = plain;
   int source = 0;     // the source it is registered on (link: the parent)
   int target = -1;    // unregister: registration id; register_other / cancel_other: source; link: child
   bool target_throws = false;  // register_other: the new callback throws
@@ -119,6 +123,10 @@ struct model_reg {
   bool active = false;  // the real registration object holds a node
   bool linked = false;
   int ran = 0;
+
+  bool internal(const std::vector<reg_spec>& specs, int id) const {
+    return specs[id].kind == reg_spec::link || specs[id].kind == reg_spec::waiter;
+  }
 };
 
 struct model {
@@ -146,15 +154,17 @@ struct model {
     const reg_spec s = (*specs)[id];  // a copy: registering grows specs
     if (++regs[id].ran > 1) fail("model ran registration %d twice", id);
     if (s.kind == reg_spec::link) return cancel(s.target, false);
+    if (s.kind == reg_spec::waiter) return "";  // completes its when_cancelled task
     log.push_back(id);
     switch (s.kind) {
       case reg_spec::plain:
       case reg_spec::link:
+      case reg_spec::waiter:
         return "";
       case reg_spec::throws:
         return std::to_string(id);
       case reg_spec::unregister:
-        if ((*specs)[s.target].kind == reg_spec::link) return "";  // a link's registration is not ours
+        if (regs[s.target].internal(*specs, s.target)) return "";  // a link's or waiter's: not ours
         unlink(s.target);
         regs[s.target].active = false;
         return "";
@@ -258,6 +268,7 @@ class harness {
 
   ~harness() {
     // Registrations first (their callbacks point at us), then the sources.
+    waiters_.clear();
     regs_.clear();
     srcs_.clear();
   }
@@ -283,6 +294,7 @@ class harness {
     switch (s.kind) {
       case reg_spec::plain:
       case reg_spec::link:
+      case reg_spec::waiter:
         return;
       case reg_spec::throws:
         throw fuzz_error(id);
@@ -400,11 +412,27 @@ class harness {
                    got.c_str(), want.c_str());
         break;
       }
-      case 3:
-      case 14: {  // reset (unregister) a registration
+      case 14: {  // when_cancelled(token): a task that completes once the source is canceled
+        const int source = pick_source(in_.next());
+        if (m_.regs.size() + 2 > kMaxRegistrations) break;
+        const int id = static_cast<int>(m_.regs.size());
+        const std::string want = m_.add_registration(source, reg_spec::waiter, -1, false);
+        FUZZ_CHECK(want.empty(), "model: a waiter threw");
+        regs_.emplace_back();  // the registration lives inside the task
+        waiters_.emplace(id, tpl::when_cancelled(tokens_[source]));
+        break;
+      }
+      case 3: {  // reset (unregister) a registration; for a waiter, drop its task
         const std::uint8_t p = in_.next();
         if (regs_.empty()) break;
         const int id = static_cast<int>(p % regs_.size());
+        if ((*m_.specs)[id].kind == reg_spec::waiter) {
+          // The last handle goes: its registration is removed (it never runs).
+          m_.unlink(id);
+          m_.regs[id].active = false;
+          waiters_.erase(id);
+          break;
+        }
         if ((*m_.specs)[id].kind == reg_spec::link) break;  // owned by its linked source
         m_.unlink(id);
         m_.regs[id].active = false;
@@ -497,10 +525,14 @@ class harness {
                    when, i);
     }
     for (std::size_t i = 0; i < regs_.size(); ++i) {
-      if ((*m_.specs)[i].kind == reg_spec::link) continue;  // held by the linked source
+      if (m_.regs[i].internal(*m_.specs, static_cast<int>(i))) continue;  // held by a linked source / a task
       FUZZ_CHECK(regs_[i].active() == m_.regs[i].active, "%s: registration %zu active %d, model %d", when, i,
                  regs_[i].active(), m_.regs[i].active);
     }
+    for (const auto& [id, t] : waiters_)
+      FUZZ_CHECK(t.is_completed() == (m_.regs[id].ran == 1),
+                 "%s: when_cancelled task of registration %d: completed %d, model ran %d", when, id, t.is_completed(),
+                 m_.regs[id].ran);
     FUZZ_CHECK(static_cast<int>(clock_.armed_timers()) == m_.armed_timers(), "%s: %zu armed timers, model %d", when,
                clock_.armed_timers(), m_.armed_timers());
     const auto elapsed = std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -515,7 +547,8 @@ class harness {
   tpl::testing::fake_time_provider clock_;
   std::vector<std::optional<tpl::cancellation_token_source>> srcs_;
   std::vector<tpl::cancellation_token> tokens_;  // one per source, kept after it is disposed
-  std::deque<tpl::cancellation_registration> regs_;  // by id (a link's slot stays empty)
+  std::deque<tpl::cancellation_registration> regs_;  // by id (a link's or waiter's slot stays empty)
+  std::map<int, tpl::task<>> waiters_;               // when_cancelled tasks, by registration id
   std::vector<int> real_log_;
 };
 

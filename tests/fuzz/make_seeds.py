@@ -34,7 +34,8 @@ CHANNEL = {
 
 # fuzz_cancellation: op % 16, then its operand bytes:
 #  0 new source  1 linked(a, b; b & 0x80: one parent)  2/10/11 register(source, kind, param)
-#  3/14 reset registration(pick)  4/12 cancel(source)  5 cancel(source, throw_on_first_exception)
+#  3 reset registration(pick; a when_cancelled one: drop its task)  14 when_cancelled(source)
+#  4/12 cancel(source)  5 cancel(source, throw_on_first_exception)
 #  6/15 cancel_after(source, ms; 255 infinite)  7/13 advance(ms)  8 try_reset(source)  9 dispose(source)
 # kind % 5: 0 plain 1 throws 2 resets registration param % (count + 1) 3 registers on source param
 # (param & 0x80: a throwing one) 4 cancels source param.
@@ -50,6 +51,7 @@ CANCELLATION = {
     "unregister-in-callback": [0, 2, 0, 0, 0, 2, 0, 2, 0, 2, 0, 2, 1, 4, 0],
     "register-in-callback": [0, 0, 2, 0, 3, 1, 2, 0, 3, 0x81, 4, 0, 2, 0, 0, 4, 1],
     "cancel-in-callback": [0, 0, 2, 1, 1, 0, 2, 0, 4, 1, 4, 0, 3, 0, 2, 1, 0, 0, 4, 0],
+    "when-cancelled": [0, 0, 14, 0, 14, 1, 2, 0, 0, 0, 14, 0, 3, 1, 6, 1, 5, 4, 0, 7, 9, 14, 0, 14, 1],
 }
 
 
