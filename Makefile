@@ -1,8 +1,15 @@
 # tpl -- developer / CI entry points (GNU make).
 #
 #   make deps                 install missing Debian packages (apt-get)
-#   make test                 release, debug-asan, tsan: configure + build + ctest
-#   make test-<preset>        one configuration only (release | debug-asan | tsan)
+#   make test                 release, debug-asan, tsan, fuzz: configure + build + ctest
+#                             (release and debug-asan include a short tpl_soak run; fuzz builds
+#                             only the library and the libFuzzer targets and runs each over its
+#                             corpus plus a bounded number of fuzzing runs)
+#   make test-<preset>        one configuration only (release | debug-asan | tsan | fuzz)
+#   make soak [SOAK_ITERATIONS=N] [SOAK_ASAN_ITERATIONS=N] [SOAK_SEED=S]
+#                             the long soak: tpl_soak in release (SOAK_ITERATIONS, default 10000:
+#                             a few minutes), then in debug-asan with LeakSanitizer
+#                             (SOAK_ASAN_ITERATIONS, default 300). See docs/testing.md, "Soak".
 #   make bench [QUICK=1] [FILTER=group|regex]
 #                             build the release preset, build the peers (Go, tokio, Asio,
 #                             oneTBB, Java 21+, Mono, .NET Core; each skipped if its toolchain
@@ -19,7 +26,7 @@ SHELL := /bin/bash
 MAKEFLAGS += --no-print-directory
 
 JOBS         ?= 2
-TEST_PRESETS := release debug-asan tsan
+TEST_PRESETS := release debug-asan tsan fuzz
 BENCH_PRESET ?= release
 QUICK        ?=
 FILTER       ?=
@@ -37,8 +44,16 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 ENV_release    :=
 ENV_debug-asan := ASAN_OPTIONS=detect_leaks=1:halt_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 ENV_tsan       := TSAN_OPTIONS='halt_on_error=1 second_deadlock_stack=1'
+ENV_fuzz       := $(ENV_debug-asan)
 
-.PHONY: all deps deps-test deps-bench test bench clean $(addprefix test-,$(TEST_PRESETS))
+SOAK_ITERATIONS      ?= 10000
+SOAK_ASAN_ITERATIONS ?= 300
+SOAK_SEED            ?= 1
+# Sanitized binaries need ASLR off on kernels with vm.mmap_rnd_bits > 28 (as tests/CMakeLists.txt).
+NO_ASLR := $(shell [ "$$(cat /proc/sys/vm/mmap_rnd_bits 2>/dev/null || echo 0)" -gt 28 ] && \
+             setarch "$$(uname -m)" -R true 2>/dev/null && echo setarch "$$(uname -m)" -R)
+
+.PHONY: all deps deps-test deps-bench test bench soak clean $(addprefix test-,$(TEST_PRESETS))
 
 all: test
 
@@ -98,6 +113,15 @@ $(addprefix test-,$(TEST_PRESETS)): test-%: deps-test
 .PHONY: _test-one
 _test-one:
 	$(call run_preset,$(PRESET))
+
+# --- soak ------------------------------------------------------------------------------
+soak: deps-test
+	cmake --preset release
+	cmake --build --preset release --target tpl_soak -j$(JOBS)
+	build/release/tests/tpl_soak --iterations $(SOAK_ITERATIONS) --seed $(SOAK_SEED)
+	cmake --preset debug-asan
+	cmake --build --preset debug-asan --target tpl_soak -j$(JOBS)
+	env $(ENV_debug-asan) $(NO_ASLR) build/debug-asan/tests/tpl_soak --iterations $(SOAK_ASAN_ITERATIONS) --seed $(SOAK_SEED)
 
 # --- benchmarks --------------------------------------------------------------------
 BENCH_QUICK := $(filter-out 0 no false off OFF,$(QUICK))

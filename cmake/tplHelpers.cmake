@@ -1,9 +1,12 @@
 # Helper functions shared by tpl's CMakeLists files.
 include_guard(GLOBAL)
 
-# tpl_apply_sanitizer(<"" | address | thread>)
+# tpl_apply_sanitizer(<"" | address | thread | fuzzer>)
 # Adds the sanitizer flags to the compile AND link options of the calling
 # directory (and therefore to every target created in it or below it).
+# 'fuzzer' (Clang only, the `fuzz` preset): AddressSanitizer + UBSan + libFuzzer's coverage
+# instrumentation (-fsanitize=fuzzer-no-link); the fuzz targets add -fsanitize=fuzzer themselves
+# (tests/fuzz/CMakeLists.txt), which links libFuzzer's main().
 function(tpl_apply_sanitizer sanitizer)
   if(sanitizer STREQUAL "")
     return()
@@ -16,8 +19,14 @@ function(tpl_apply_sanitizer sanitizer)
     set(_flags -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined)
   elseif(sanitizer STREQUAL "thread")
     set(_flags -fsanitize=thread)
+  elseif(sanitizer STREQUAL "fuzzer")
+    if(NOT CMAKE_CXX_COMPILER_ID MATCHES "Clang")
+      message(FATAL_ERROR "TPL_SANITIZER='fuzzer' needs Clang (libFuzzer); compiler is ${CMAKE_CXX_COMPILER_ID}")
+    endif()
+    set(_flags -fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer
+               -fno-sanitize-recover=undefined)
   else()
-    message(FATAL_ERROR "TPL_SANITIZER must be empty, 'address' or 'thread' (got '${sanitizer}')")
+    message(FATAL_ERROR "TPL_SANITIZER must be empty, 'address', 'thread' or 'fuzzer' (got '${sanitizer}')")
   endif()
   add_compile_options(${_flags})
   add_link_options(${_flags})
@@ -44,4 +53,49 @@ function(tpl_configure_test_target target)
   if(NOT TPL_SANITIZER STREQUAL "")
     target_compile_definitions(${target} PRIVATE TPL_TEST_LIGHT=1)
   endif()
+endfunction()
+
+# tpl_sanitizer_test_launcher(<out_var>)
+# Kernels with vm.mmap_rnd_bits > 28 (e.g. Ubuntu >= 23.10 defaults to 32)
+# break the ASan/TSan runtimes of GCC 12 / Clang 16 ("unexpected memory
+# mapping", endless DEADLYSIGNAL). In that case the sanitized test binaries
+# (unit tests, fuzz targets, soak) run with ASLR disabled via `setarch -R` when
+# the sandbox allows it: <out_var> is set to that launcher (a list), or "".
+#   TPL_TEST_DISABLE_ASLR: AUTO (default) | ON | OFF
+function(tpl_sanitizer_test_launcher out_var)
+  set(TPL_TEST_DISABLE_ASLR AUTO CACHE STRING "Run sanitized tests under 'setarch -R' (AUTO|ON|OFF)")
+  set_property(CACHE TPL_TEST_DISABLE_ASLR PROPERTY STRINGS AUTO ON OFF)
+  set(_launcher "")
+  if(NOT TPL_SANITIZER STREQUAL "" AND CMAKE_HOST_SYSTEM_NAME STREQUAL "Linux")
+    set(_want_no_aslr OFF)
+    set(_rnd_bits "?")
+    if(TPL_TEST_DISABLE_ASLR STREQUAL "AUTO")
+      if(EXISTS /proc/sys/vm/mmap_rnd_bits)
+        file(READ /proc/sys/vm/mmap_rnd_bits _rnd_bits)
+        string(STRIP "${_rnd_bits}" _rnd_bits)
+        if(_rnd_bits GREATER 28)
+          set(_want_no_aslr ON)
+        endif()
+      endif()
+    elseif(TPL_TEST_DISABLE_ASLR)
+      set(_want_no_aslr ON)
+    endif()
+    if(_want_no_aslr)
+      find_program(TPL_SETARCH setarch)
+      if(TPL_SETARCH)
+        execute_process(
+          COMMAND "${TPL_SETARCH}" "${CMAKE_HOST_SYSTEM_PROCESSOR}" -R true
+          RESULT_VARIABLE _setarch_rc OUTPUT_QUIET ERROR_QUIET)
+      endif()
+      if(TPL_SETARCH AND _setarch_rc EQUAL 0)
+        set(_launcher "${TPL_SETARCH}" "${CMAKE_HOST_SYSTEM_PROCESSOR}" -R)
+        message(STATUS "tpl tests: running sanitized tests with ASLR disabled (${TPL_SETARCH} -R)")
+      else()
+        message(WARNING "tpl tests: vm.mmap_rnd_bits=${_rnd_bits} may break the sanitizer runtime and "
+                        "'setarch -R' is unavailable; if the tests crash at startup run "
+                        "'sudo sysctl vm.mmap_rnd_bits=28'.")
+      endif()
+    endif()
+  endif()
+  set(${out_var} "${_launcher}" PARENT_SCOPE)
 endfunction()
