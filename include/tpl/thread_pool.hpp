@@ -170,8 +170,9 @@ struct thread_pool_stats {
   std::uint64_t threads_injected_by_demand = 0;  ///< re-created after idle threads exited
   std::uint64_t threads_retired = 0;
   std::uint64_t wakeups = 0;                     ///< parked workers woken to take work
-  /// Parked workers that found work on their periodic re-check instead of being woken: each one is
-  /// a missed wake-up that the safety net caught (expected 0; see docs/thread-pool.md).
+  /// Parked workers that found work on their periodic 100 ms re-check instead of being woken. 0 in
+  /// an idle or steady pool; under a constant stream of new work the re-check sometimes finds an
+  /// item queued that instant (its wake-up went to another worker). See docs/thread-pool.md.
   std::uint64_t wakeups_by_park_timeout = 0;
   hill_climbing_state hill_climbing = hill_climbing_state::warmup;  ///< last transition
   double hill_climbing_control_setting = 0;  ///< the goal hill climbing aims at (before the wave)

@@ -556,7 +556,7 @@ int main(int argc, char** argv) {
   const std::uint64_t rescued = tpl::thread_pool::default_pool().stats().wakeups_by_park_timeout;
   if (rescued != 0)
     std::printf("tpl_soak: note: wakeups_by_park_timeout = %" PRIu64 ": parked workers found work on their "
-                "100 ms re-check (docs/thread-pool.md expects 0; see docs/testing.md, \"Soak\")\n",
+                "100 ms re-check (items queued that instant; see docs/thread-pool.md, \"Idle workers\")\n",
                 rescued);
   return 0;
 }
