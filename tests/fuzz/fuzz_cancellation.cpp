@@ -39,29 +39,14 @@
 
 #include <tpl/tpl.hpp>
 
+#define TPL_FUZZ_TARGET "fuzz_cancellation"
+#include "fuzz_support.hpp"
+
 namespace {
 
-[[noreturn]] void fail(const char* fmt, ...) {
-  std::va_list ap;
-  va_start(ap, fmt);
-  std::fputs("fuzz_cancellation: MODEL MISMATCH: ", stderr);
-  std::vfprintf(stderr, fmt, ap);
-  std::fputc('\n', stderr);
-  va_end(ap);
-  std::fflush(stderr);
-  std::abort();
-}
-
-#define FUZZ_CHECK(cond, ...)       \
-  do {                              \
-    if (!(cond)) fail(__VA_ARGS__); \
-  } while (0)
-
-struct fuzz_error : std::exception {
-  explicit fuzz_error(int i) : id(i) {}
-  const char* what() const noexcept override { return "fuzz_error"; }
-  int id;
-};
+using tpl_fuzz::fail;
+using tpl_fuzz::fuzz_error;
+using tpl_fuzz::input;
 
 /// "" for no exception, else the tree (see the header comment).
 std::string tree_of(const std::exception_ptr& e) {
@@ -248,17 +233,6 @@ struct model {
       std::string e = cancel(next, false);
       if (!e.empty()) return e;  // propagates from advance(), which stops here
     }
-  }
-};
-
-struct input {
-  const std::uint8_t* p;
-  std::size_t n;
-  bool empty() const { return n == 0; }
-  std::uint8_t next() {
-    if (n == 0) return 0;
-    --n;
-    return *p++;
   }
 };
 

@@ -30,30 +30,14 @@
 #include <tpl/channel.hpp>
 #include <tpl/tpl.hpp>
 
+#define TPL_FUZZ_TARGET "fuzz_channel"
+#include "fuzz_support.hpp"
+
 namespace {
 
-[[noreturn]] void fail(const char* fmt, ...) {
-  std::va_list ap;
-  va_start(ap, fmt);
-  std::fputs("fuzz_channel: MODEL MISMATCH: ", stderr);
-  std::vfprintf(stderr, fmt, ap);
-  std::fputc('\n', stderr);
-  va_end(ap);
-  std::fflush(stderr);
-  std::abort();
-}
-
-#define FUZZ_CHECK(cond, ...) \
-  do {                        \
-    if (!(cond)) fail(__VA_ARGS__); \
-  } while (0)
-
-/// The completion error: its id tells completions apart.
-struct fuzz_error : std::exception {
-  explicit fuzz_error(int i) : id(i) {}
-  const char* what() const noexcept override { return "fuzz_error"; }
-  int id;
-};
+using tpl_fuzz::fail;
+using tpl_fuzz::fuzz_error;
+using tpl_fuzz::input;
 
 // Items are heap-allocated strings (longer than the small-string buffer), so ASan sees an item
 // that is used after being moved into the ring and destroyed, or destroyed twice.
@@ -364,17 +348,6 @@ struct model {
         }
       }
     }
-  }
-};
-
-struct input {
-  const std::uint8_t* p;
-  std::size_t n;
-  bool empty() const { return n == 0; }
-  std::uint8_t next() {
-    if (n == 0) return 0;
-    --n;
-    return *p++;
   }
 };
 
