@@ -100,8 +100,11 @@ struct channel_item_node : channel_node {
 /// An intrusive FIFO of nodes (guarded by the core's lock).
 class channel_node_queue {
  public:
+  /// `waiting` counts the nodes of every queue of one core (its fast paths test just that).
+  explicit channel_node_queue(std::uint32_t& waiting) noexcept : waiting_(&waiting) {}
   bool empty() const noexcept { return head_ == nullptr; }
   void push_back(channel_node* n) noexcept {
+    ++*waiting_;
     n->prev = tail_;
     n->next = nullptr;
     if (tail_ != nullptr)
@@ -116,6 +119,7 @@ class channel_node_queue {
     return n;
   }
   void remove(channel_node* n) noexcept {
+    --*waiting_;
     if (n->prev != nullptr)
       n->prev->next = n->next;
     else
@@ -135,6 +139,7 @@ class channel_node_queue {
  private:
   channel_node* head_ = nullptr;
   channel_node* tail_ = nullptr;
+  std::uint32_t* waiting_;
 };
 
 /// Resolved nodes to resume once the lock is released, in the order they were resolved. Links
@@ -251,7 +256,8 @@ class channel_core final : public pooled_allocation {
  public:
   using item_node = channel_item_node<T>;
 
-  channel_core(channel_settings settings, std::function<void(T)> item_dropped) : settings_(settings) {
+  channel_core(channel_settings settings, std::function<void(T)> item_dropped)
+      : capacity_(settings.capacity), settings_(settings) {
     // Kept out of line: most channels have no callback, and the core stays small (a seed 001 chain
     // makes a million channels).
     if (item_dropped) item_dropped_ = std::make_unique<std::function<void(T)>>(std::move(item_dropped));
@@ -287,8 +293,8 @@ class channel_core final : public pooled_allocation {
   /// returns false (the caller takes the general path, which handles every other case).
   bool try_write_fast(T& item) {
     std::lock_guard g(lock_);
-    if (completed_ || items_.size() >= settings_.capacity || !readers_.empty() || !read_waiters_.empty())
-      return false;
+    // Nobody waits at all: with room in the buffer no writer can be waiting either.
+    if (completed_ || waiting_ != 0 || items_.size() >= capacity_) return false;
     items_.push_back(std::move(item));
     return true;
   }
@@ -336,8 +342,8 @@ class channel_core final : public pooled_allocation {
   /// oldest item into out and returns true; otherwise returns false.
   bool try_read_fast(std::optional<T>& out) {
     std::lock_guard g(lock_);
-    if (items_.size() <= static_cast<std::size_t>(completed_) || !writers_.empty() || !write_waiters_.empty())
-      return false;
+    // Nobody waits at all: with an item buffered no reader can be waiting either.
+    if (waiting_ != 0 || items_.size() <= static_cast<std::size_t>(completed_)) return false;
     out.emplace(items_.pop_front());
     return true;
   }
@@ -640,17 +646,22 @@ class channel_core final : public pooled_allocation {
       completion_->try_set_result();
   }
 
+  // What the fast paths touch comes first and together (48 bytes: one cache line when the core
+  // starts at a multiple of 64, two at most), so a read or write moves as few lines between
+  // the producer's and the consumer's cores as possible.
   mutable spin_lock lock_;
-  bool completed_ = false;  // no more writes
-  bool done_ = false;       // completed and drained
+  bool completed_ = false;      // no more writes
+  bool done_ = false;           // completed and drained
+  std::uint32_t waiting_ = 0;   // nodes in the four queues below
+  const std::size_t capacity_;  // settings_.capacity
+  channel_ring<T> items_;
   std::atomic<std::uint32_t> refs_{1};
   const channel_settings settings_;
   std::exception_ptr error_;
-  channel_ring<T> items_;
-  channel_node_queue readers_;        // read_async / next_async, FIFO
-  channel_node_queue writers_;        // write_async blocked with their item, FIFO
-  channel_node_queue read_waiters_;   // wait_to_read_async
-  channel_node_queue write_waiters_;  // wait_to_write_async
+  channel_node_queue readers_{waiting_};        // read_async / next_async, FIFO
+  channel_node_queue writers_{waiting_};        // write_async blocked with their item, FIFO
+  channel_node_queue read_waiters_{waiting_};   // wait_to_read_async
+  channel_node_queue write_waiters_{waiting_};  // wait_to_write_async
   std::optional<task_completion_source<>> completion_;
   std::unique_ptr<std::function<void(T)>> item_dropped_;
 };
