@@ -78,7 +78,7 @@ class inline_scheduler final : public scheduler {
 };
 
 namespace detail {
-/// As dispatch (tpl/detail/trampoline.hpp), but behind the waiting work (global queue).
+/// As dispatch (tpl/detail/trampoline.hpp), but behind the waiting work (schedule_after_others).
 void dispatch_after_others(std::coroutine_handle<> h);
 }  // namespace detail
 

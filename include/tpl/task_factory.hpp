@@ -12,8 +12,8 @@
 // task<task<U>>, exactly as StartNew gives Task<Task<U>>; unwrap() flattens it. Options:
 //   - long_running: the function runs on a new thread of its own (not a pool thread), which ends
 //     with it; blocking there never holds a pool thread.
-//   - prefer_fairness: queued behind the work already waiting (the global queue) instead of the
-//     calling worker's own deque.
+//   - prefer_fairness: queued behind the work already waiting (scheduler::schedule_after_others:
+//     on a pool worker its yield queue, else the global queue) instead of the worker's own deque.
 //   - run_continuations_asynchronously: the returned task's continuations are queued, never run
 //     inline on the thread that completes it.
 // A token that is canceled before the function starts gives a canceled task and the function never
