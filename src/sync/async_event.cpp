@@ -6,16 +6,37 @@
 
 namespace tpl {
 
-// ---- async_manual_reset_event -------------------------------------------------------------------
+// ---- shared state ------------------------------------------------------------------------------
 
-async_manual_reset_event::~async_manual_reset_event() {
-  detail::sync_waiter* chain;
+namespace detail {
+
+async_event_state::~async_event_state() {
+  sync_waiter* chain;
   {
     std::lock_guard g(lock_);
     chain = waiters_.take_all();
   }
-  detail::resolve_chain(chain, detail::wait_outcome::destroyed);
+  resolve_chain(chain, wait_outcome::destroyed);
 }
+
+void async_event_state::reset() noexcept {
+  std::lock_guard g(lock_);
+  set_ = false;
+}
+
+bool async_event_state::is_set() const noexcept {
+  std::lock_guard g(lock_);
+  return set_;
+}
+
+bool async_event_state::try_unlink(sync_waiter* w) noexcept {
+  std::lock_guard g(lock_);
+  return waiters_.unlink_if_linked(w);
+}
+
+}  // namespace detail
+
+// ---- async_manual_reset_event -------------------------------------------------------------------
 
 void async_manual_reset_event::set() {
   detail::sync_waiter* chain;
@@ -25,21 +46,6 @@ void async_manual_reset_event::set() {
     chain = waiters_.take_all();
   }
   detail::resolve_chain(chain, detail::wait_outcome::granted);
-}
-
-void async_manual_reset_event::reset() noexcept {
-  std::lock_guard g(lock_);
-  set_ = false;
-}
-
-bool async_manual_reset_event::is_set() const noexcept {
-  std::lock_guard g(lock_);
-  return set_;
-}
-
-bool async_manual_reset_event::try_unlink(detail::sync_waiter* w) noexcept {
-  std::lock_guard g(lock_);
-  return waiters_.unlink_if_linked(w);
 }
 
 task<> async_manual_reset_event::wait_async(const cancellation_token& token) {
@@ -54,15 +60,6 @@ task<> async_manual_reset_event::wait_async(const cancellation_token& token) {
 
 // ---- async_auto_reset_event ---------------------------------------------------------------------
 
-async_auto_reset_event::~async_auto_reset_event() {
-  detail::sync_waiter* chain;
-  {
-    std::lock_guard g(lock_);
-    chain = waiters_.take_all();
-  }
-  detail::resolve_chain(chain, detail::wait_outcome::destroyed);
-}
-
 void async_auto_reset_event::set() {
   detail::sync_waiter* released;
   {
@@ -71,21 +68,6 @@ void async_auto_reset_event::set() {
     if (released == nullptr) set_ = true;  // no waiter: the next wait consumes it
   }
   if (released != nullptr) released->resolve(released, detail::wait_outcome::granted);
-}
-
-void async_auto_reset_event::reset() noexcept {
-  std::lock_guard g(lock_);
-  set_ = false;
-}
-
-bool async_auto_reset_event::is_set() const noexcept {
-  std::lock_guard g(lock_);
-  return set_;
-}
-
-bool async_auto_reset_event::try_unlink(detail::sync_waiter* w) noexcept {
-  std::lock_guard g(lock_);
-  return waiters_.unlink_if_linked(w);
 }
 
 task<> async_auto_reset_event::wait_async(const cancellation_token& token) {

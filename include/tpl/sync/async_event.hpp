@@ -22,53 +22,56 @@
 
 namespace tpl {
 
+namespace detail {
+/// What the two async events share: the flag, the FIFO of waiters and one lock over both; the
+/// destructor fails queued waits with invalid_operation.
+class async_event_state : public sync_waitable {
+ public:
+  /// Closes the gate; waits started afterwards wait for the next set().
+  void reset() noexcept;
+  bool is_set() const noexcept;
+
+ protected:
+  explicit async_event_state(bool initially_set) noexcept : set_(initially_set) {}
+  ~async_event_state();
+  async_event_state(const async_event_state&) = delete;
+  async_event_state& operator=(const async_event_state&) = delete;
+
+  bool try_unlink(sync_waiter* w) noexcept final;
+
+  mutable spin_lock lock_;
+  bool set_;
+  sync_wait_list waiters_;
+};
+}  // namespace detail
+
 /// Once set, every current and future wait completes until reset() (.NET ManualResetEventSlim's
 /// semantics, awaited instead of blocked on).
-class async_manual_reset_event final : private detail::sync_waitable {
+class async_manual_reset_event final : private detail::async_event_state {
  public:
-  explicit async_manual_reset_event(bool initially_set = false) noexcept : set_(initially_set) {}
-  ~async_manual_reset_event();
-  async_manual_reset_event(const async_manual_reset_event&) = delete;
-  async_manual_reset_event& operator=(const async_manual_reset_event&) = delete;
+  explicit async_manual_reset_event(bool initially_set = false) noexcept : async_event_state(initially_set) {}
 
   /// Opens the gate and releases every waiter, oldest first.
   void set();
   /// Closes the gate; waits started afterwards wait for the next set().
-  void reset() noexcept;
-  bool is_set() const noexcept;
+  using async_event_state::reset;
+  using async_event_state::is_set;
   /// Completes once the event is set (at once if it is); canceled if token is canceled first.
   task<> wait_async(const cancellation_token& token = {});
-
- private:
-  bool try_unlink(detail::sync_waiter* w) noexcept override;
-
-  mutable detail::spin_lock lock_;
-  bool set_;
-  detail::sync_wait_list waiters_;
 };
 
 /// Each set() releases one waiter (the oldest) or, with none waiting, leaves the event set so the
 /// next wait passes and resets it (.NET AutoResetEvent). Setting a set event does nothing.
-class async_auto_reset_event final : private detail::sync_waitable {
+class async_auto_reset_event final : private detail::async_event_state {
  public:
-  explicit async_auto_reset_event(bool initially_set = false) noexcept : set_(initially_set) {}
-  ~async_auto_reset_event();
-  async_auto_reset_event(const async_auto_reset_event&) = delete;
-  async_auto_reset_event& operator=(const async_auto_reset_event&) = delete;
+  explicit async_auto_reset_event(bool initially_set = false) noexcept : async_event_state(initially_set) {}
 
   void set();
-  void reset() noexcept;
-  bool is_set() const noexcept;
+  using async_event_state::reset;
+  using async_event_state::is_set;
   /// Completes once this wait consumed a set(); canceled if token is canceled first (a canceled
   /// wait never consumes a set()).
   task<> wait_async(const cancellation_token& token = {});
-
- private:
-  bool try_unlink(detail::sync_waiter* w) noexcept override;
-
-  mutable detail::spin_lock lock_;
-  bool set_;
-  detail::sync_wait_list waiters_;
 };
 
 }  // namespace tpl
