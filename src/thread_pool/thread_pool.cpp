@@ -462,20 +462,19 @@ struct thread_pool::impl {
     if (void* item = self.fair.steal()) return item;
     // acquire: pairs with start_worker's release publication of new slots.
     const std::size_t n = slot_count.load(std::memory_order_acquire);
-    if (n > 1) {
-      const std::size_t start = self.rng() % n;
+    if (n <= 1) return nullptr;
+    const std::size_t start = self.rng() % n;
+    // One round over the other workers (from a random one), stealing from one queue of theirs.
+    auto steal_round = [&](detail::work_stealing_deque worker::*queue) -> void* {
       for (std::size_t k = 0; k < n; ++k) {
         worker& victim = *slots[(start + k) % n].load(std::memory_order_relaxed);
         if (&victim == &self) continue;
-        if (void* item = victim.local.steal()) return item;
+        if (void* item = (victim.*queue).steal()) return item;
       }
-      for (std::size_t k = 0; k < n; ++k) {
-        worker& victim = *slots[(start + k) % n].load(std::memory_order_relaxed);
-        if (&victim == &self) continue;
-        if (void* item = victim.fair.steal()) return item;
-      }
-    }
-    return nullptr;
+      return nullptr;
+    };
+    if (void* item = steal_round(&worker::local)) return item;
+    return steal_round(&worker::fair);
   }
 
   bool any_work_seq_cst() const {
