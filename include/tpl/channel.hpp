@@ -176,19 +176,17 @@ class [[nodiscard]] channel_operation
     }
     // The busy-pipeline case first (an item or room is there, nobody waits): a few instructions
     // under the lock, no suspension machinery, no token registration.
+    bool done_fast = false;
     if constexpr (Op == detail::channel_op::read || Op == detail::channel_op::next) {
-      if (core_->try_read_fast(this->item)) {
-        this->state = detail::channel_node_state::resolved;
-        this->outcome = detail::channel_outcome::ok;
-        return true;
-      }
+      done_fast = core_->try_read_fast(this->item);
     } else if constexpr (Op == detail::channel_op::write) {
-      if (core_->try_write_fast(*this->item)) {
-        this->item.reset();
-        this->state = detail::channel_node_state::resolved;
-        this->outcome = detail::channel_outcome::ok;
-        return true;
-      }
+      done_fast = core_->try_write_fast(*this->item);
+      if (done_fast) this->item.reset();
+    }
+    if (done_fast) {
+      this->state = detail::channel_node_state::resolved;
+      this->outcome = detail::channel_outcome::ok;
+      return true;
     }
     // Without a token, await_suspend does the general attempt and the queuing under one lock.
     if (!cancelable) return false;
