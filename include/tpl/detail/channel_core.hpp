@@ -100,11 +100,8 @@ struct channel_item_node : channel_node {
 /// An intrusive FIFO of nodes (guarded by the core's lock).
 class channel_node_queue {
  public:
-  /// `waiting` counts the nodes of every queue of one core (its fast paths test just that).
-  explicit channel_node_queue(std::uint32_t& waiting) noexcept : waiting_(&waiting) {}
   bool empty() const noexcept { return head_ == nullptr; }
   void push_back(channel_node* n) noexcept {
-    ++*waiting_;
     n->prev = tail_;
     n->next = nullptr;
     if (tail_ != nullptr)
@@ -119,7 +116,6 @@ class channel_node_queue {
     return n;
   }
   void remove(channel_node* n) noexcept {
-    --*waiting_;
     if (n->prev != nullptr)
       n->prev->next = n->next;
     else
@@ -139,7 +135,6 @@ class channel_node_queue {
  private:
   channel_node* head_ = nullptr;
   channel_node* tail_ = nullptr;
-  std::uint32_t* waiting_;
 };
 
 /// Resolved nodes to resume once the lock is released, in the order they were resolved. Links
@@ -256,8 +251,7 @@ class channel_core final : public pooled_allocation {
  public:
   using item_node = channel_item_node<T>;
 
-  channel_core(channel_settings settings, std::function<void(T)> item_dropped)
-      : capacity_(settings.capacity), settings_(settings) {
+  channel_core(channel_settings settings, std::function<void(T)> item_dropped) : settings_(settings) {
     // Kept out of line: most channels have no callback, and the core stays small (a seed 001 chain
     // makes a million channels).
     if (item_dropped) item_dropped_ = std::make_unique<std::function<void(T)>>(std::move(item_dropped));
@@ -271,7 +265,7 @@ class channel_core final : public pooled_allocation {
     {
       std::lock_guard g(lock_);
       for (channel_node_queue* q : {&readers_, &writers_, &read_waiters_, &write_waiters_})
-        while (!q->empty()) resolve(wake, q->pop_front(), channel_outcome::failed, make_channel_destroyed());
+        while (!q->empty()) resolve(wake, take_front(*q), channel_outcome::failed, make_channel_destroyed());
     }
     wake.wake_all(false);
     if (completion_ && !done_) completion_->try_set_exception(make_channel_destroyed());
@@ -294,7 +288,7 @@ class channel_core final : public pooled_allocation {
   bool try_write_fast(T& item) {
     std::lock_guard g(lock_);
     // Nobody waits at all: with room in the buffer no writer can be waiting either.
-    if (completed_ || waiting_ != 0 || items_.size() >= capacity_) return false;
+    if (completed_ || waiting_ != 0 || items_.size() >= settings_.capacity) return false;
     items_.push_back(std::move(item));
     return true;
   }
@@ -325,8 +319,8 @@ class channel_core final : public pooled_allocation {
       if (completed_) return false;
       completed_ = true;
       error_ = std::move(error);
-      while (!writers_.empty()) resolve(wake, writers_.pop_front(), channel_outcome::closed, error_);
-      while (!write_waiters_.empty()) resolve(wake, write_waiters_.pop_front(), channel_outcome::closed, error_);
+      while (!writers_.empty()) resolve(wake, take_front(writers_), channel_outcome::closed, error_);
+      while (!write_waiters_.empty()) resolve(wake, take_front(write_waiters_), channel_outcome::closed, error_);
       if (items_.empty()) now_done = mark_done_locked(wake);
     }
     const bool synchronous = settings_.synchronous_continuations;
@@ -437,7 +431,7 @@ class channel_core final : public pooled_allocation {
         return;
       }
       if (node.state != channel_node_state::queued) return;  // already decided
-      queue_of(op).remove(&node);
+      unlink(queue_of(op), &node);
       node.state = channel_node_state::resolved;
       node.outcome = channel_outcome::failed;
       node.error = make_channel_canceled();
@@ -450,6 +444,17 @@ class channel_core final : public pooled_allocation {
  private:
   enum class write_result { written, full, closed };
   enum class read_result { taken, empty, closed };
+
+  // Nodes leave the four queues only through these two (and join them only in enqueue_locked),
+  // which keeps waiting_, the fast paths' test, exact.
+  channel_node* take_front(channel_node_queue& q) noexcept {
+    --waiting_;
+    return q.pop_front();
+  }
+  void unlink(channel_node_queue& q, channel_node* n) noexcept {
+    --waiting_;
+    q.remove(n);
+  }
 
   static void resolve(channel_wake_list& wake, channel_node* n, channel_outcome outcome,
                       std::exception_ptr error) noexcept {
@@ -480,14 +485,14 @@ class channel_core final : public pooled_allocation {
   }
 
   void wake_waiters_locked(channel_node_queue& q, channel_wake_list& wake) noexcept {
-    while (!q.empty()) resolve(wake, q.pop_front(), channel_outcome::ok, nullptr);
+    while (!q.empty()) resolve(wake, take_front(q), channel_outcome::ok, nullptr);
   }
 
   write_result write_locked(T& item, channel_wake_list& wake, std::optional<T>& dropped) {
     if (completed_) return write_result::closed;
     if (!readers_.empty()) {
       // A reader waits, so the buffer is empty: hand the item straight over.
-      auto* r = static_cast<item_node*>(readers_.pop_front());
+      auto* r = static_cast<item_node*>(take_front(readers_));
       r->item.emplace(std::move(item));
       resolve(wake, r, channel_outcome::ok, nullptr);
       return write_result::written;
@@ -521,7 +526,7 @@ class channel_core final : public pooled_allocation {
       out.emplace(items_.pop_front());
       if (!writers_.empty()) {
         // The room just made goes to the oldest blocked writer.
-        auto* w = static_cast<item_node*>(writers_.pop_front());
+        auto* w = static_cast<item_node*>(take_front(writers_));
         items_.push_back(std::move(*w->item));
         w->item.reset();
         resolve(wake, w, channel_outcome::ok, nullptr);
@@ -533,7 +538,7 @@ class channel_core final : public pooled_allocation {
     }
     if (!writers_.empty()) {
       // Rendezvous: take the item from the oldest blocked writer.
-      auto* w = static_cast<item_node*>(writers_.pop_front());
+      auto* w = static_cast<item_node*>(take_front(writers_));
       out.emplace(std::move(*w->item));
       w->item.reset();
       resolve(wake, w, channel_outcome::ok, nullptr);
@@ -610,6 +615,7 @@ class channel_core final : public pooled_allocation {
     }
     node.state = channel_node_state::queued;
     queue_of(op).push_back(&node);
+    ++waiting_;
     if (settings_.capacity == 0) {
       // Rendezvous: a waiting reader is room for a writer, a waiting writer an item for a reader.
       if (op == channel_op::read || op == channel_op::next) wake_waiters_locked(write_waiters_, wake);
@@ -620,8 +626,8 @@ class channel_core final : public pooled_allocation {
   /// Completed and drained: every reader learns it. Returns true (the completion task is due).
   bool mark_done_locked(channel_wake_list& wake) noexcept {
     done_ = true;
-    while (!readers_.empty()) resolve(wake, readers_.pop_front(), channel_outcome::closed, error_);
-    while (!read_waiters_.empty()) resolve(wake, read_waiters_.pop_front(), channel_outcome::closed, error_);
+    while (!readers_.empty()) resolve(wake, take_front(readers_), channel_outcome::closed, error_);
+    while (!read_waiters_.empty()) resolve(wake, take_front(read_waiters_), channel_outcome::closed, error_);
     return completion_.has_value();
   }
 
@@ -650,18 +656,17 @@ class channel_core final : public pooled_allocation {
   // starts at a multiple of 64, two at most), so a read or write moves as few lines between
   // the producer's and the consumer's cores as possible.
   mutable spin_lock lock_;
-  bool completed_ = false;      // no more writes
-  bool done_ = false;           // completed and drained
-  std::uint32_t waiting_ = 0;   // nodes in the four queues below
-  const std::size_t capacity_;  // settings_.capacity
+  bool completed_ = false;     // no more writes
+  bool done_ = false;          // completed and drained
+  std::uint32_t waiting_ = 0;  // nodes in the four queues below
   channel_ring<T> items_;
+  const channel_settings settings_;  // capacity first: read by the fast paths
   std::atomic<std::uint32_t> refs_{1};
-  const channel_settings settings_;
   std::exception_ptr error_;
-  channel_node_queue readers_{waiting_};        // read_async / next_async, FIFO
-  channel_node_queue writers_{waiting_};        // write_async blocked with their item, FIFO
-  channel_node_queue read_waiters_{waiting_};   // wait_to_read_async
-  channel_node_queue write_waiters_{waiting_};  // wait_to_write_async
+  channel_node_queue readers_;        // read_async / next_async, FIFO
+  channel_node_queue writers_;        // write_async blocked with their item, FIFO
+  channel_node_queue read_waiters_;   // wait_to_read_async
+  channel_node_queue write_waiters_;  // wait_to_write_async
   std::optional<task_completion_source<>> completion_;
   std::unique_ptr<std::function<void(T)>> item_dropped_;
 };
