@@ -182,6 +182,8 @@ class [[nodiscard]] channel_operation
     } else if constexpr (Op == detail::channel_op::write) {
       done_fast = core_->try_write_fast(*this->item);
       if (done_fast) this->item.reset();
+    } else {
+      done_fast = core_->wait_ready_fast(Op);  // an item (room) is plainly there: true
     }
     if (done_fast) {
       this->state = detail::channel_node_state::resolved;

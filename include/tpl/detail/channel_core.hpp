@@ -30,6 +30,7 @@
 #include <utility>
 
 #include "tpl/cancellation.hpp"
+#include "tpl/detail/channel_fast_ring.hpp"
 #include "tpl/detail/config.hpp"
 #include "tpl/detail/spin_lock.hpp"
 #include "tpl/detail/task_state.hpp"
@@ -53,6 +54,15 @@ namespace detail {
 inline constexpr std::size_t kUnboundedChannelCapacity = std::numeric_limits<std::size_t>::max();
 /// First allocation of a channel's ring buffer, in items (it doubles from there as needed).
 inline constexpr std::size_t kChannelRingInitialSlots = 16;
+/// Slots of the lock-free ring of a busy unbounded channel (or of a bounded one with a larger
+/// capacity: the items beyond the ring wait in the locked overflow).
+inline constexpr std::size_t kChannelFastRingMaxSlots = 1024;
+
+/// Writes a channel takes under its lock before it switches to the lock-free ring (a channel that
+/// carries a few items, like each of the million links of seed 001's chain, never allocates one).
+/// Read when a channel is created; tests set it to 0 to run every channel on the ring from the
+/// start (relaxed: a setting, not a synchronization).
+inline std::atomic<std::uint32_t> channel_fast_ring_warmup{64};
 
 enum class channel_op : std::uint8_t { read, next, write, wait_to_read, wait_to_write };
 
@@ -101,6 +111,7 @@ struct channel_item_node : channel_node {
 class channel_node_queue {
  public:
   bool empty() const noexcept { return head_ == nullptr; }
+  channel_node* front() const noexcept { return head_; }
   void push_back(channel_node* n) noexcept {
     n->prev = tail_;
     n->next = nullptr;
@@ -250,11 +261,14 @@ template <class T>
 class channel_core final : public pooled_allocation {
  public:
   using item_node = channel_item_node<T>;
+  using fast_ring = channel_fast_ring<T>;
 
-  channel_core(channel_settings settings, std::function<void(T)> item_dropped) : settings_(settings) {
+  channel_core(channel_settings settings, std::function<void(T)> item_dropped)
+      : settings_(settings), ring_warmup_(channel_fast_ring_warmup.load(std::memory_order_relaxed)) {
     // Kept out of line: most channels have no callback, and the core stays small (a seed 001 chain
     // makes a million channels).
     if (item_dropped) item_dropped_ = std::make_unique<std::function<void(T)>>(std::move(item_dropped));
+    if (ring_warmup_ == 0 && ring_eligible()) enable_ring_locked();  // nobody else sees the core yet
   }
   channel_core(const channel_core&) = delete;
   channel_core& operator=(const channel_core&) = delete;
@@ -286,9 +300,28 @@ class channel_core final : public pooled_allocation {
   /// nobody waiting, not completed. Writes item and returns true; otherwise touches nothing and
   /// returns false (the caller takes the general path, which handles every other case).
   bool try_write_fast(T& item) {
-    std::lock_guard g(lock_);
-    // Nobody waits at all: with room in the buffer no writer can be waiting either.
-    if (completed_ || waiting_ != 0 || items_.size() >= settings_.capacity) return false;
+    // acquire: a gate without kLockedMode publishes ring_ (see enable_ring_locked).
+    const std::uint32_t g = gate_.load(std::memory_order_acquire);
+    if (g == 0) {  // on the ring, nobody waiting, not completed, no overflow
+      if (ring_->try_push(item) != fast_ring::push_result::ok) return false;
+      // seq_cst: after the publication in try_push; a reader that queued itself since our first
+      // look is seen here, or it saw our item before queuing (Dekker, see start()).
+      if (gate_.load(std::memory_order_seq_cst) >= kWaitUnit) service();
+      return true;
+    }
+    if (g != kLockedMode && g != kOverflow) return false;
+    std::lock_guard l(lock_);
+    // relaxed: the gate changes only under the lock, which we hold.
+    const std::uint32_t now = gate_.load(std::memory_order_relaxed);
+    if (now == kLockedMode) {
+      if (items_.size() >= settings_.capacity) return false;
+      items_.push_back(std::move(item));
+      count_write_locked();
+      return true;
+    }
+    // Items wait behind a full ring: this one joins them (readers move them up, see
+    // needs_service_after_read), without touching the ring's lines.
+    if (now != kOverflow || items_.size() >= overflow_capacity()) return false;
     items_.push_back(std::move(item));
     return true;
   }
@@ -319,9 +352,14 @@ class channel_core final : public pooled_allocation {
       if (completed_) return false;
       completed_ = true;
       error_ = std::move(error);
+      // seq_cst, then the ring's close and the done check below (seq_cst loads): a lock-free
+      // reader that took the last item either is seen by the check or sees kCompleted and comes
+      // to the lock to finish the channel itself.
+      gate_.fetch_or(kCompleted, std::memory_order_seq_cst);
+      if (ring_) ring_->close();
       while (!writers_.empty()) resolve(wake, take_front(writers_), channel_outcome::closed, error_);
       while (!write_waiters_.empty()) resolve(wake, take_front(write_waiters_), channel_outcome::closed, error_);
-      if (items_.empty()) now_done = mark_done_locked(wake);
+      if (buffer_empty_locked()) now_done = mark_done_locked(wake);
     }
     const bool synchronous = settings_.synchronous_continuations;
     finish_done(now_done);
@@ -335,11 +373,33 @@ class channel_core final : public pooled_allocation {
   /// not the last item of a completed channel (taking that one finishes the channel). Takes the
   /// oldest item into out and returns true; otherwise returns false.
   bool try_read_fast(std::optional<T>& out) {
-    std::lock_guard g(lock_);
-    // Nobody waits at all: with an item buffered no reader can be waiting either.
-    if (waiting_ != 0 || items_.size() <= static_cast<std::size_t>(completed_)) return false;
+    // acquire: as in try_write_fast.
+    std::uint32_t g = gate_.load(std::memory_order_acquire);
+    if (g < kWaitUnit && (g & kLockedMode) == 0) {  // on the ring, nobody waiting
+      std::uint64_t pos;
+      if (!ring_->try_pop(out, pos)) return false;
+      // seq_cst: after the slot was freed in try_pop; a writer that queued itself for room since
+      // is seen here, or it saw the room before queuing (Dekker, see start()).
+      g = gate_.load(std::memory_order_seq_cst);
+      if (g != 0 && needs_service_after_read(g, pos)) service();
+      return true;
+    }
+    if ((g & ~kCompleted) != kLockedMode) return false;
+    std::lock_guard l(lock_);
+    g = gate_.load(std::memory_order_relaxed);  // relaxed: changes only under the lock we hold
+    // Nobody waits; the last item of a completed channel finishes it: the general path.
+    if ((g & ~kCompleted) != kLockedMode || items_.size() <= static_cast<std::size_t>(completed_)) return false;
     out.emplace(items_.pop_front());
     return true;
+  }
+
+  /// wait_to_read_async / wait_to_write_async without the lock when the answer is plainly yes: an
+  /// item (room) is there on the ring and nobody waits.
+  bool wait_ready_fast(channel_op op) const noexcept {
+    // acquire: as in try_write_fast.
+    const std::uint32_t g = gate_.load(std::memory_order_acquire);
+    if (op == channel_op::wait_to_read) return g < kWaitUnit && (g & kLockedMode) == 0 && ring_->front_ready();
+    return g == 0 && ring_->has_room();
   }
 
   /// Takes the oldest item into out. False if none is there (or the channel is done).
@@ -361,6 +421,12 @@ class channel_core final : public pooled_allocation {
   template <class F>
   bool peek(F&& copy_out) {
     std::lock_guard g(lock_);
+    if (ring_) {
+      if (ring_->peek(copy_out)) return true;
+      // The front of the ring is being written (a write still in progress: it comes first), or
+      // the ring is empty and the oldest item waits in the overflow.
+      if (ring_->count() != 0) return false;
+    }
     if (items_.empty()) return false;
     copy_out(static_cast<const T&>(items_.front()));
     return true;
@@ -368,7 +434,7 @@ class channel_core final : public pooled_allocation {
 
   std::size_t count() const noexcept {
     std::lock_guard g(lock_);
-    return items_.size();
+    return buffer_size_locked();
   }
 
   task<> completion() {
@@ -401,9 +467,16 @@ class channel_core final : public pooled_allocation {
         node.outcome = channel_outcome::failed;
         node.error = make_channel_canceled();
       } else {
+        // Announce before the attempt (seq_cst, like the lock-free side's publish-then-look):
+        // a lock-free write or read that lands after our attempt missed it sees us waiting and
+        // comes to the lock to serve us. Taken back below unless the node stays queued.
+        if (may_queue) gate_.fetch_add(kWaitUnit, std::memory_order_seq_cst);
         resolved_now = attempt_locked(op, node, wake, dropped, now_done);
         if (!resolved_now && may_queue) enqueue_locked(op, node, wake);
         if (node.state == channel_node_state::resolved) resolved_now = true;  // misuse reported
+        // relaxed: lowering the count only sends fewer operations to the lock; under the lock.
+        if (may_queue && node.state != channel_node_state::queued)
+          gate_.fetch_sub(kWaitUnit, std::memory_order_relaxed);
       }
       // Once our node is queued, another thread may resume our coroutine, which may drop the last
       // handle: the nodes we still have to wake keep the core alive through this reference.
@@ -445,14 +518,22 @@ class channel_core final : public pooled_allocation {
   enum class write_result { written, full, closed };
   enum class read_result { taken, empty, closed };
 
-  // Nodes leave the four queues only through these two (and join them only in enqueue_locked),
-  // which keeps waiting_, the fast paths' test, exact.
+  // The gate: one word the lock-free paths read to know they may go ahead (it is 0 then). Changed
+  // only under the lock.
+  static constexpr std::uint32_t kLockedMode = 1;  // no ring (yet): every operation takes the lock
+  static constexpr std::uint32_t kCompleted = 2;   // no more writes
+  static constexpr std::uint32_t kOverflow = 4;    // items wait in the overflow behind the ring
+  static constexpr std::uint32_t kWaitUnit = 8;    // one node queued (or announcing, see start())
+
+  // Nodes leave the four queues only through these two (and join them only in enqueue_locked,
+  // announced by start()), which keeps the gate's count exact.
   channel_node* take_front(channel_node_queue& q) noexcept {
-    --waiting_;
+    // relaxed: lowering the count only sends fewer operations to the lock; under the lock.
+    gate_.fetch_sub(kWaitUnit, std::memory_order_relaxed);
     return q.pop_front();
   }
   void unlink(channel_node_queue& q, channel_node* n) noexcept {
-    --waiting_;
+    gate_.fetch_sub(kWaitUnit, std::memory_order_relaxed);  // relaxed: as in take_front
     q.remove(n);
   }
 
@@ -479,9 +560,161 @@ class channel_core final : public pooled_allocation {
     return write_waiters_;
   }
 
+  // ---- the buffer: items_ alone (locked mode), or the ring with items_ as its overflow --------
+  //
+  // On the ring, items_ holds the items written while the ring was full (newer than every item in
+  // the ring); while it is not empty, kOverflow sends writers to the lock, so the order is kept.
+  // A bounded channel keeps at most capacity - ring size items there.
+
+  bool ring_eligible() const noexcept {
+    return std::is_nothrow_move_constructible_v<T> && settings_.capacity >= 2 &&
+           (settings_.capacity == kUnboundedChannelCapacity || settings_.full_mode == bounded_channel_full_mode::wait);
+  }
+
+  /// Counts a write taken under the lock; the warm-up's last one moves the channel to the ring.
+  void count_write_locked() {
+    if (ring_warmup_ != 0 && --ring_warmup_ == 0 && ring_eligible()) enable_ring_locked();
+  }
+
+  TPL_NOINLINE void enable_ring_locked() {
+    std::size_t slots = kChannelFastRingMaxSlots;
+    while (slots > settings_.capacity) slots /= 2;  // the largest power of two within capacity
+    ring_ = std::make_unique<fast_ring>(slots);
+    // The buffered items, oldest first, go to the ring; what does not fit stays as the overflow.
+    // Nobody else touches the ring yet (the gate still has kLockedMode).
+    refill_locked();
+    // relaxed: published with kLockedMode's removal below.
+    if (!items_.empty()) gate_.fetch_or(kOverflow, std::memory_order_relaxed);
+    if (completed_) ring_->close();
+    // release: a lock-free path that sees kLockedMode gone sees ring_ and its items.
+    gate_.fetch_and(~kLockedMode, std::memory_order_release);
+  }
+
+  /// How many items may wait behind the ring.
+  std::size_t overflow_capacity() const noexcept {
+    return settings_.capacity == kUnboundedChannelCapacity ? kUnboundedChannelCapacity
+                                                            : settings_.capacity - ring_->size();
+  }
+
+  /// Moves overflow items (oldest first) into the ring while it has room; clears kOverflow once
+  /// the overflow is empty.
+  void refill_locked() {
+    while (!items_.empty()) {
+      if (ring_->try_push(items_.front()) != fast_ring::push_result::ok) break;
+      (void)items_.pop_front();  // the moved-from shell
+    }
+    // relaxed load: the gate changes only under the lock. release: writers that see kOverflow
+    // gone may write to the ring, behind the items just moved (published by try_push itself).
+    if (items_.empty() && (gate_.load(std::memory_order_relaxed) & kOverflow) != 0)
+      gate_.fetch_and(~kOverflow, std::memory_order_release);
+  }
+
+  /// Puts item into the buffer if it has room (item moved from only then).
+  bool push_buffer_locked(T& item) {
+    if (!ring_) {
+      if (items_.size() >= settings_.capacity) return false;
+      items_.push_back(std::move(item));
+      return true;
+    }
+    if (items_.empty()) {
+      if (ring_->try_push(item) == fast_ring::push_result::ok) return true;
+    } else if (items_.size() >= overflow_capacity()) {
+      // The overflow is full; the ring may have room since (readers move items up only now and
+      // then, see needs_service_after_read).
+      refill_locked();
+      if (items_.empty() && ring_->try_push(item) == fast_ring::push_result::ok) return true;
+    }
+    if (items_.size() >= overflow_capacity()) return false;
+    items_.push_back(std::move(item));
+    if ((gate_.load(std::memory_order_relaxed) & kOverflow) == 0) {
+      // seq_cst: a writer that reads the gate after this write returned goes to the lock (and
+      // so behind this item).
+      gate_.fetch_or(kOverflow, std::memory_order_seq_cst);
+    }
+    return true;
+  }
+
+  /// Takes the oldest buffered item into out.
+  bool pop_buffer_locked(std::optional<T>& out) {
+    if (!ring_) {
+      if (items_.empty()) return false;
+      out.emplace(items_.pop_front());
+      return true;
+    }
+    if (!items_.empty()) refill_locked();
+    std::uint64_t pos;
+    if (ring_->try_pop(out, pos)) return true;
+    // Its front still being written, the ring may hold finished writes behind it, older than the
+    // overflow's: nothing to take until that writer publishes (it then serves the waiting).
+    if (items_.empty() || ring_->count() != 0) return false;
+    out.emplace(items_.pop_front());
+    if (items_.empty()) refill_locked();  // clears kOverflow
+    return true;
+  }
+
+  /// Whether an item can be taken now (an item being written on the ring does not count).
+  bool buffer_has_ready_locked() const noexcept { return !items_.empty() || (ring_ && ring_->front_ready()); }
+  /// Whether no item is in the channel (an item being written on the ring counts).
+  bool buffer_empty_locked() const noexcept { return items_.empty() && (!ring_ || ring_->count() == 0); }
+  std::size_t buffer_size_locked() const noexcept { return items_.size() + (ring_ ? ring_->count() : 0); }
+
   bool has_room_locked() const noexcept {
     if (settings_.capacity == 0) return !readers_.empty();
-    return items_.size() < settings_.capacity || settings_.full_mode != bounded_channel_full_mode::wait;
+    if (settings_.full_mode != bounded_channel_full_mode::wait) return true;
+    if (!ring_) return items_.size() < settings_.capacity;
+    return items_.size() < overflow_capacity() || (items_.empty() && ring_->has_room());
+  }
+
+  // ---- lock-free readers and writers that found someone waiting ------------------------------
+
+  /// After a lock-free read found the gate not 0: whether the lock has work to do.
+  bool needs_service_after_read(std::uint32_t g, std::uint64_t pos) const noexcept {
+    if (g >= kWaitUnit) return true;  // a writer waits for room (or a reader queued meanwhile)
+    // Refill the ring from the overflow every quarter lap, and at once when it ran dry; finish a
+    // completed channel on its last item.
+    const std::uint64_t quarter = ring_->size() >= 4 ? ring_->size() / 4 : 1;
+    if ((g & kOverflow) != 0 && (pos & (quarter - 1)) == 0) return true;
+    return ring_->count() == 0;
+  }
+
+  /// Serves, under the lock, whatever a lock-free operation may have left undone: waiting
+  /// readers get ring items, waiting writers get room, the overflow moves up, a completed and
+  /// drained channel finishes.
+  TPL_NOINLINE void service() {
+    channel_wake_list wake;
+    bool now_done = false;
+    {
+      std::lock_guard g(lock_);
+      if (!items_.empty()) refill_locked();
+      serve_readers_locked(wake);
+      if (!read_waiters_.empty() && buffer_has_ready_locked()) wake_waiters_locked(read_waiters_, wake);
+      give_room_locked(wake);
+      if (completed_ && !done_ && buffer_empty_locked()) now_done = mark_done_locked(wake);
+    }
+    finish_done(now_done);
+    wake.wake_all(settings_.synchronous_continuations);
+  }
+
+  /// Blocked readers (oldest first) take buffered items (with a ring: items that were being
+  /// written when the readers queued, or written behind those).
+  void serve_readers_locked(channel_wake_list& wake) {
+    while (!readers_.empty()) {
+      auto* r = static_cast<item_node*>(readers_.front());
+      if (!pop_buffer_locked(r->item)) return;
+      resolve(wake, take_front(readers_), channel_outcome::ok, nullptr);
+    }
+  }
+
+  /// Room was made: blocked writers (oldest first) put their items in, then wait_to_write wakes.
+  void give_room_locked(channel_wake_list& wake) {
+    while (!writers_.empty()) {
+      auto* w = static_cast<item_node*>(writers_.front());
+      if (!push_buffer_locked(*w->item)) return;
+      w->item.reset();
+      resolve(wake, take_front(writers_), channel_outcome::ok, nullptr);
+      wake_waiters_locked(read_waiters_, wake);
+    }
+    if (!write_waiters_.empty() && has_room_locked()) wake_waiters_locked(write_waiters_, wake);
   }
 
   void wake_waiters_locked(channel_node_queue& q, channel_wake_list& wake) noexcept {
@@ -490,20 +723,23 @@ class channel_core final : public pooled_allocation {
 
   write_result write_locked(T& item, channel_wake_list& wake, std::optional<T>& dropped) {
     if (completed_) return write_result::closed;
-    if (!readers_.empty()) {
-      // A reader waits, so the buffer is empty: hand the item straight over.
+    if (!readers_.empty() && buffer_empty_locked()) {
+      // A reader waits and nothing is buffered: hand the item straight over. (With a ring, a
+      // reader also waits while the ring's front is being written; the items behind it come
+      // first, so this one joins them and the front's writer serves the reader.)
       auto* r = static_cast<item_node*>(take_front(readers_));
       r->item.emplace(std::move(item));
       resolve(wake, r, channel_outcome::ok, nullptr);
       return write_result::written;
     }
     if (settings_.capacity == 0) return write_result::full;
-    if (items_.size() < settings_.capacity) {
-      items_.push_back(std::move(item));
+    if (push_buffer_locked(item)) {
+      serve_readers_locked(wake);
       wake_waiters_locked(read_waiters_, wake);
+      if (!ring_) count_write_locked();
       return write_result::written;
     }
-    switch (settings_.full_mode) {
+    switch (settings_.full_mode) {  // full (only a channel without a ring drops)
       case bounded_channel_full_mode::wait:
         return write_result::full;
       case bounded_channel_full_mode::drop_write:
@@ -522,29 +758,22 @@ class channel_core final : public pooled_allocation {
   }
 
   read_result read_locked(std::optional<T>& out, channel_wake_list& wake, bool& now_done) {
-    if (!items_.empty()) {
-      out.emplace(items_.pop_front());
-      if (!writers_.empty()) {
-        // The room just made goes to the oldest blocked writer.
-        auto* w = static_cast<item_node*>(take_front(writers_));
-        items_.push_back(std::move(*w->item));
-        w->item.reset();
-        resolve(wake, w, channel_outcome::ok, nullptr);
-      } else {
-        wake_waiters_locked(write_waiters_, wake);
-      }
-      if (completed_ && items_.empty()) now_done = mark_done_locked(wake);
+    if (pop_buffer_locked(out)) {
+      // The room just made goes to the oldest blocked writer.
+      give_room_locked(wake);
+      if (completed_ && buffer_empty_locked()) now_done = mark_done_locked(wake);
       return read_result::taken;
     }
-    if (!writers_.empty()) {
-      // Rendezvous: take the item from the oldest blocked writer.
+    if (!writers_.empty() && buffer_empty_locked()) {
+      // Rendezvous: take the oldest blocked writer's item.
       auto* w = static_cast<item_node*>(take_front(writers_));
       out.emplace(std::move(*w->item));
       w->item.reset();
       resolve(wake, w, channel_outcome::ok, nullptr);
       return read_result::taken;
     }
-    return completed_ ? read_result::closed : read_result::empty;
+    // A completed channel whose last item is still being written is not done yet.
+    return completed_ && buffer_empty_locked() ? read_result::closed : read_result::empty;
   }
 
   /// The synchronous attempt of op. True if node is resolved.
@@ -584,8 +813,8 @@ class channel_core final : public pooled_allocation {
         return false;
       }
       case channel_op::wait_to_read:
-        if (!items_.empty() || !writers_.empty()) return finish(channel_outcome::ok, nullptr);
-        if (completed_) return finish(channel_outcome::closed, error_);
+        if (buffer_has_ready_locked() || !writers_.empty()) return finish(channel_outcome::ok, nullptr);
+        if (completed_ && buffer_empty_locked()) return finish(channel_outcome::closed, error_);
         return false;
       case channel_op::wait_to_write:
         if (completed_) return finish(channel_outcome::closed, error_);
@@ -614,8 +843,7 @@ class channel_core final : public pooled_allocation {
       return;
     }
     node.state = channel_node_state::queued;
-    queue_of(op).push_back(&node);
-    ++waiting_;
+    queue_of(op).push_back(&node);  // counted in the gate by start()'s announce
     if (settings_.capacity == 0) {
       // Rendezvous: a waiting reader is room for a writer, a waiting writer an item for a reader.
       if (op == channel_op::read || op == channel_op::next) wake_waiters_locked(write_waiters_, wake);
@@ -652,23 +880,26 @@ class channel_core final : public pooled_allocation {
       completion_->try_set_result();
   }
 
-  // What the fast paths touch comes first and together (48 bytes: one cache line when the core
-  // starts at a multiple of 64, two at most), so a read or write moves as few lines between
-  // the producer's and the consumer's cores as possible.
-  mutable spin_lock lock_;
-  bool completed_ = false;     // no more writes
-  bool done_ = false;          // completed and drained
-  std::uint32_t waiting_ = 0;  // nodes in the four queues below
-  channel_ring<T> items_;
-  const channel_settings settings_;  // capacity first: read by the fast paths
+  // The lock-free paths read the gate and ring_ on every operation; the locked paths write the
+  // lock and items_ on every operation (in overflow, a producer takes the lock per item while
+  // its consumer reads the ring). The two groups are 64 bytes apart, so never on one cache line.
+  // Between them: what changes rarely.
+  std::atomic<std::uint32_t> gate_{kLockedMode};
   std::atomic<std::uint32_t> refs_{1};
+  std::unique_ptr<fast_ring> ring_;  // set once (under the lock, published through the gate)
+  const channel_settings settings_;  // read by the fast paths
+  std::uint32_t ring_warmup_;        // writes under the lock left before the ring
   std::exception_ptr error_;
+  std::optional<task_completion_source<>> completion_;
+  std::unique_ptr<std::function<void(T)>> item_dropped_;
+  mutable spin_lock lock_;
+  bool completed_ = false;  // no more writes
+  bool done_ = false;       // completed and drained
+  channel_ring<T> items_;   // the buffer without a ring; the overflow with one
   channel_node_queue readers_;        // read_async / next_async, FIFO
   channel_node_queue writers_;        // write_async blocked with their item, FIFO
   channel_node_queue read_waiters_;   // wait_to_read_async
   channel_node_queue write_waiters_;  // wait_to_write_async
-  std::optional<task_completion_source<>> completion_;
-  std::unique_ptr<std::function<void(T)>> item_dropped_;
 };
 
 }  // namespace detail

@@ -1,0 +1,185 @@
+// tpl/detail/channel_fast_ring.hpp — the lock-free buffer of a busy channel (internal): a bounded
+// multi-producer multi-consumer ring after Dmitry Vyukov's, with a "closed" bit on the write
+// position (a completed channel takes no more items) and a "frozen" bit on the read position (a
+// peek under the channel's lock holds lock-free readers off the front slot).
+//
+// Each slot carries a sequence number: pos means free for the write at position pos, pos + 1
+// holds the item written at pos, pos + size is free again for the next lap. A writer claims a
+// position with a CAS on tail_, a reader with a CAS on head_; the two indices live on their own
+// cache lines, so a producer and a consumer on different cores share only the slots they pass
+// each other (one line per few items) instead of a lock per item.
+//
+// A claimed slot whose item is not yet published reads as empty: the channel's writer checks for
+// waiting readers right after publishing (see channel_core's gate), so nobody sleeps on it.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <new>
+#include <optional>
+#include <type_traits>
+#include <utility>
+
+namespace tpl::detail {
+
+template <class T>
+class channel_fast_ring {
+  static_assert(std::is_nothrow_move_constructible_v<T>, "a claimed slot must always be published");
+
+ public:
+  static constexpr std::uint64_t kClosed = std::uint64_t{1} << 63;  ///< on tail_: no more writes
+  static constexpr std::uint64_t kFrozen = std::uint64_t{1} << 63;  ///< on head_: no lock-free reads
+
+  enum class push_result : std::uint8_t { ok, full, closed };
+
+  /// size: a power of two, at least 2 (with one slot, "holds pos" and "free for pos + 1" would be
+  /// the same sequence number).
+  explicit channel_fast_ring(std::size_t size) : mask_(size - 1) {
+    slots_ = std::allocator<slot>().allocate(size);
+    for (std::size_t i = 0; i < size; ++i) ::new (static_cast<void*>(slots_ + i)) slot(i);
+  }
+  channel_fast_ring(const channel_fast_ring&) = delete;
+  channel_fast_ring& operator=(const channel_fast_ring&) = delete;
+
+  /// Destroys the items still there. Nobody else may use the ring any more.
+  ~channel_fast_ring() {
+    const std::uint64_t tail = tail_.load(std::memory_order_relaxed) & ~kClosed;
+    for (std::uint64_t pos = head_.load(std::memory_order_relaxed) & ~kFrozen; pos != tail; ++pos) {
+      slot& s = slots_[pos & mask_];
+      if (s.seq.load(std::memory_order_relaxed) == pos + 1) s.item()->~T();
+    }
+    for (std::size_t i = 0; i <= mask_; ++i) slots_[i].~slot();
+    std::allocator<slot>().deallocate(slots_, mask_ + 1);
+  }
+
+  std::size_t size() const noexcept { return mask_ + 1; }
+
+  /// Moves item into the ring (item is moved from only on ok).
+  push_result try_push(T& item) noexcept {
+    // relaxed: only a guess at the position; the slot's sequence number and the CAS decide.
+    std::uint64_t pos = tail_.load(std::memory_order_relaxed);
+    for (;;) {
+      if (pos & kClosed) return push_result::closed;
+      slot& s = slots_[pos & mask_];
+      // seq_cst (acquire would do for the slot): a writer that announced itself as waiting in
+      // the channel's gate must see this slot freed, or the reader that freed it sees the writer
+      // (the reader's store below is seq_cst too).
+      const std::uint64_t seq = s.seq.load(std::memory_order_seq_cst);
+      const auto diff = static_cast<std::int64_t>(seq - pos);
+      if (diff == 0) {
+        // seq_cst: orders the claim before the completer's done check (see channel_core); on
+        // x86 every CAS is a full barrier anyway. On failure pos is reloaded (relaxed: a guess).
+        if (tail_.compare_exchange_weak(pos, pos + 1, std::memory_order_seq_cst, std::memory_order_relaxed)) {
+          ::new (static_cast<void*>(s.storage)) T(std::move(item));
+          // seq_cst: publishes the item (release) and is ordered before the writer's look at the
+          // gate, so a reader that queued itself meanwhile is seen (Dekker with its announce).
+          s.seq.store(pos + 1, std::memory_order_seq_cst);
+          return push_result::ok;
+        }
+      } else if (diff < 0) {
+        return push_result::full;  // the slot still holds the item of the previous lap
+      } else {
+        pos = tail_.load(std::memory_order_relaxed);  // another writer took pos: a fresh guess
+      }
+    }
+  }
+
+  /// Takes the oldest item into out; pos receives its position. False if the ring is empty, its
+  /// front item is still being written, or a peek froze the reads.
+  bool try_pop(std::optional<T>& out, std::uint64_t& pos_out) noexcept {
+    std::uint64_t pos = head_.load(std::memory_order_relaxed);  // relaxed: a guess, as above
+    for (;;) {
+      if (pos & kFrozen) return false;
+      slot& s = slots_[pos & mask_];
+      // seq_cst: acquires the item, and pairs with a waiting writer's announce (see try_push).
+      const std::uint64_t seq = s.seq.load(std::memory_order_seq_cst);
+      const auto diff = static_cast<std::int64_t>(seq - (pos + 1));
+      if (diff == 0) {
+        // seq_cst: a completer that reads head_ after raising its flag either sees this read or
+        // this reader sees the flag (channel_core's done check).
+        if (head_.compare_exchange_weak(pos, pos + 1, std::memory_order_seq_cst, std::memory_order_relaxed)) {
+          T* p = s.item();
+          out.emplace(std::move(*p));
+          p->~T();
+          // seq_cst: frees the slot for the writer one lap ahead (release) and is ordered before
+          // the reader's look at the gate (Dekker with a writer waiting for room).
+          s.seq.store(pos + mask_ + 1, std::memory_order_seq_cst);
+          pos_out = pos;
+          return true;
+        }
+      } else if (diff < 0) {
+        return false;  // empty, or the writer of this slot has not published yet
+      } else {
+        pos = head_.load(std::memory_order_relaxed);
+      }
+    }
+  }
+
+  /// Items written and not yet taken, claimed-but-unpublished writes included.
+  std::size_t count() const noexcept {
+    // seq_cst: the done check of a completer pairs with the readers' CAS (see try_pop). Head
+    // first: tail read afterwards is at least as far along, so the difference is never negative.
+    const std::uint64_t head = head_.load(std::memory_order_seq_cst) & ~kFrozen;
+    const std::uint64_t tail = tail_.load(std::memory_order_seq_cst) & ~kClosed;
+    return static_cast<std::size_t>(tail - head);
+  }
+
+  /// Whether the front item is there to take (a hint outside the channel's lock).
+  bool front_ready() const noexcept {
+    const std::uint64_t pos = head_.load(std::memory_order_seq_cst) & ~kFrozen;
+    // seq_cst: pairs with the announce of a waiting reader that checks this.
+    return slots_[pos & mask_].seq.load(std::memory_order_seq_cst) == pos + 1;
+  }
+
+  /// Whether a write would find a free slot (a hint).
+  bool has_room() const noexcept {
+    const std::uint64_t pos = tail_.load(std::memory_order_seq_cst);
+    if (pos & kClosed) return false;
+    return slots_[pos & mask_].seq.load(std::memory_order_seq_cst) == pos;
+  }
+
+  /// No more writes: try_push returns closed from now on (writes that already claimed a slot
+  /// still publish).
+  void close() noexcept {
+    // seq_cst: ordered with the completer's done check that follows (see channel_core).
+    tail_.fetch_or(kClosed, std::memory_order_seq_cst);
+  }
+
+  /// Calls copy_out with the front item if it is there. The caller holds the channel's lock (so
+  /// no other peek or locked read runs); lock-free readers are held off while copy_out runs.
+  template <class F>
+  bool peek(F&& copy_out) {
+    // seq_cst: after this no lock-free reader can claim the front slot (their CAS expects the
+    // position without the bit); one that claimed it before moved head_ past it already.
+    const std::uint64_t pos = head_.fetch_or(kFrozen, std::memory_order_seq_cst) & ~kFrozen;
+    struct thaw {
+      std::atomic<std::uint64_t>& head;
+      // release: readers that see the bit gone may take the slot we only looked at.
+      ~thaw() { head.fetch_and(~kFrozen, std::memory_order_release); }
+    } guard{head_};
+    slot& s = slots_[pos & mask_];
+    // acquire: the item's contents.
+    if (s.seq.load(std::memory_order_acquire) != pos + 1) return false;
+    copy_out(static_cast<const T&>(*s.item()));
+    return true;
+  }
+
+ private:
+  struct slot {
+    explicit slot(std::uint64_t s) noexcept : seq(s) {}
+    std::atomic<std::uint64_t> seq;
+    alignas(T) unsigned char storage[sizeof(T)];
+    T* item() noexcept { return std::launder(reinterpret_cast<T*>(storage)); }
+  };
+
+  // Read-only after construction: shared by every core without traffic.
+  slot* slots_ = nullptr;
+  const std::size_t mask_;
+  alignas(64) std::atomic<std::uint64_t> tail_{0};  // next write position | kClosed
+  alignas(64) std::atomic<std::uint64_t> head_{0};  // next read position | kFrozen
+  char pad_[64 - sizeof(std::atomic<std::uint64_t>)] = {};  // keeps the next allocation off head_'s line
+};
+
+}  // namespace tpl::detail
