@@ -5,7 +5,8 @@
 //
 // Input: byte 0 the kind (unbounded, or bounded with a full mode), byte 1 the capacity (0..4),
 // byte 2 flags (single_reader, single_writer, allow_synchronous_continuations, destroy at the
-// end: drop the last handles with operations still waiting instead of completing), byte 3 the
+// end: drop the last handles with operations still waiting instead of completing; bits 4-5 when
+// the channel moves to its lock-free ring), byte 3 the
 // scheduler seed; then one operation per byte (some take one more byte): op % 16 picks it, bit 7
 // makes the step lazy (the scheduler runs only the step itself, not everything ready, so earlier
 // operations may be resolved but not yet resumed). After every other step the scheduler runs
@@ -367,6 +368,11 @@ class harness {
     m_.single_writer = (flags & 2) != 0;
     const bool sync = (flags & 4) != 0;
     destroy_at_end_ = (flags & 8) != 0;
+    // Bits 4-5: when a channel that can have a lock-free ring (wait mode or unbounded, capacity 2
+    // and up) moves to it: at once, after 3 writes (with items buffered, blocked writers or
+    // waiting readers), or after the default warm-up (which few inputs reach).
+    constexpr std::uint32_t kWarmups[] = {64, 0, 3, 0};
+    tpl::detail::channel_fast_ring_warmup.store(kWarmups[(flags >> 4) & 3], std::memory_order_relaxed);
     if (m_.unbounded) {
       tpl::unbounded_channel_options o;
       o.single_reader = m_.single_reader;

@@ -13,7 +13,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 #  11 try_complete e  12 complete()  13 cancel all  14 drain  15 count()
 # f: bit0 own token source, bit1 token already canceled.  e: bit0 with an error.
 # op bit 7: a lazy step.  flags: 1 single_reader 2 single_writer 4 synchronous continuations
-# 8 destroy the channel at the end (instead of completing it).
+# 8 destroy the channel at the end (instead of completing it); bits 4-5: the lock-free ring
+# 0x10 from the start, 0x20 after 3 writes.
 # kind % 5 == 0: unbounded; else full mode (kind / 5) % 4: 0 wait 1 drop_newest 2 drop_oldest 3 drop_write
 CHANNEL = {
     "unbounded-basic": [0, 0, 0, 1, 0, 0, 0, 1, 2, 15, 1, 1, 1, 3, 11, 0, 3],
@@ -30,6 +31,13 @@ CHANNEL = {
     "destroy-with-waiting-writers": [1, 1, 8, 12, 0, 4, 1, 4, 0, 8, 0, 0x84, 0],
     "destroy-with-waiting-readers": [0, 0, 8, 13, 5, 1, 7, 0, 6, 0, 0x85, 0],
     "lazy-steps": [1, 1, 0, 14, 4, 1, 0x84, 0, 0x81, 0x81, 0x89, 0, 0x81, 0x8b, 0],
+    # On the ring: capacity 3 is a 2-slot ring and 1 item of overflow; unbounded, capacity 4.
+    "ring-bounded3-overflow": [1, 3, 0x10, 15, 0, 0, 0, 4, 0, 4, 0, 15, 2, 1, 1, 1, 4, 0, 1, 1, 1, 14],
+    "ring-unbounded": [0, 0, 0x10, 16, 0, 5, 0, 0, 0, 0, 0, 2, 15, 1, 6, 0, 11, 0, 1, 1, 1, 3],
+    "ring-after-3-writes": [1, 4, 0x20, 17, 5, 0, 0, 0, 0, 0, 0, 0, 0, 4, 0, 4, 0, 1, 1, 1, 8, 0, 1, 14, 12],
+    "ring-waiting-readers-switch": [0, 0, 0x20, 18, 5, 0, 6, 0, 7, 0, 0, 0, 0, 0, 0, 1, 2, 15, 12, 1, 3],
+    "ring-complete-with-items": [1, 4, 0x10, 19, 0, 0, 0, 11, 1, 2, 15, 1, 1, 1, 5, 0, 3],
+    "ring-destroy-blocked": [1, 2, 0x18, 20, 0, 0, 4, 0, 4, 0, 8, 0, 5, 0],
 }
 
 # fuzz_cancellation: op % 16, then its operand bytes:

@@ -1,0 +1,284 @@
+// channel on its lock-free ring: a busy wait-mode or unbounded channel moves its buffer to a
+// lock-free ring (include/tpl/detail/channel_fast_ring.hpp) after its warm-up writes; items that
+// find the ring full wait in an overflow behind it (unbounded, or a capacity above the ring's).
+// These tests put channels on the ring from their first write (or switch them with items, blocked
+// writers and waiting readers present) and check what the general tests check elsewhere: order,
+// capacity, count, peek, completion, blocked writers and readers, destruction, and under several
+// threads every item exactly once with each producer's order kept.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include <tpl/channel.hpp>
+#include <tpl/tpl.hpp>
+
+#include "test_support.hpp"
+
+namespace {
+
+/// Channels created in its scope move to the ring after `writes` locked writes (0: at once).
+class ring_warmup {
+ public:
+  explicit ring_warmup(std::uint32_t writes) : saved_(tpl::detail::channel_fast_ring_warmup.load()) {
+    tpl::detail::channel_fast_ring_warmup.store(writes);
+  }
+  ~ring_warmup() { tpl::detail::channel_fast_ring_warmup.store(saved_); }
+  ring_warmup(const ring_warmup&) = delete;
+  ring_warmup& operator=(const ring_warmup&) = delete;
+
+ private:
+  std::uint32_t saved_;
+};
+
+template <class T>
+tpl::task<T> read_one(tpl::channel_reader<T> r) {
+  co_return co_await r.read_async();
+}
+
+template <class T>
+tpl::task<> write_one(tpl::channel_writer<T> w, T v) {
+  co_await w.write_async(std::move(v));
+}
+
+std::vector<int> drain(tpl::channel_reader<int> r) {
+  std::vector<int> out;
+  while (auto v = r.try_read()) out.push_back(*v);
+  return out;
+}
+
+std::vector<int> iota(int from, int to) {
+  std::vector<int> v;
+  for (int i = from; i < to; ++i) v.push_back(i);
+  return v;
+}
+
+TEST(ChannelRing, unbounded_items_beyond_the_ring_keep_their_order_count_and_peek) {
+  ring_warmup w(0);
+  auto ch = tpl::make_unbounded_channel<int>();
+  constexpr int n = 3000;  // the ring has 1024 slots: the rest waits in the overflow
+  for (int i = 0; i < n; ++i) ASSERT_TRUE(ch.writer().try_write(i));
+  EXPECT_EQ(ch.reader().count(), static_cast<std::size_t>(n));
+  std::size_t count = n;
+  for (int i = 0; i < n; ++i) {
+    ASSERT_EQ(ch.reader().try_peek(), std::optional<int>(i));
+    ASSERT_EQ(ch.reader().try_read(), std::optional<int>(i));
+    ASSERT_EQ(ch.reader().count(), --count);
+    if (i % 7 == 0) {
+      ASSERT_TRUE(ch.writer().try_write(n + i));  // writes while items overflow
+      ++count;
+    }
+  }
+  std::vector<int> expected;
+  for (int i = 0; i < n; i += 7) expected.push_back(n + i);
+  EXPECT_EQ(drain(ch.reader()), expected);
+}
+
+TEST(ChannelRing, bounded_capacity_is_exact_with_a_ring_smaller_than_the_capacity) {
+  ring_warmup w(0);
+  for (int capacity : {2, 3, 5, 1024, 1500}) {
+    SCOPED_TRACE(capacity);
+    auto ch = tpl::make_bounded_channel<int>(capacity);
+    for (int i = 0; i < capacity; ++i) ASSERT_TRUE(ch.writer().try_write(i));
+    int extra = -1;
+    EXPECT_FALSE(ch.writer().try_write(extra));
+    EXPECT_EQ(ch.reader().count(), static_cast<std::size_t>(capacity));
+    EXPECT_EQ(ch.reader().try_read(), std::optional<int>(0));
+    int next = capacity;
+    EXPECT_TRUE(ch.writer().try_write(next));
+    EXPECT_FALSE(ch.writer().try_write(extra));
+    EXPECT_EQ(drain(ch.reader()), iota(1, capacity + 1));
+  }
+}
+
+TEST(ChannelRing, switching_to_the_ring_keeps_buffered_items_first) {
+  ring_warmup w(10);
+  auto ch = tpl::make_unbounded_channel<int>();
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(ch.writer().try_write(i));
+  ASSERT_EQ(ch.reader().try_read(), std::optional<int>(0));
+  for (int i = 5; i < 2000; ++i) ASSERT_TRUE(ch.writer().try_write(i));  // switches at the 10th
+  EXPECT_EQ(drain(ch.reader()), iota(1, 2000));
+}
+
+TEST(ChannelRing, switching_with_a_waiting_reader_and_blocked_writers) {
+  ring_warmup w(3);
+  auto ch = tpl::make_bounded_channel<int>(4);
+  // A waiting reader gets the first write handed over (locked writes 1).
+  auto r = read_one(ch.reader());
+  ASSERT_TRUE(ch.writer().try_write(100));
+  EXPECT_EQ(r.get(), 100);
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(ch.writer().try_write(i));  // switches on the way
+  auto blocked1 = write_one(ch.writer(), 4);
+  auto blocked2 = write_one(ch.writer(), 5);
+  EXPECT_FALSE(blocked1.is_completed());
+  EXPECT_EQ(ch.reader().try_read(), std::optional<int>(0));  // room for blocked1, in order
+  blocked1.get();
+  EXPECT_FALSE(blocked2.is_completed());
+  EXPECT_EQ(ch.reader().try_read(), std::optional<int>(1));
+  blocked2.get();
+  EXPECT_EQ(drain(ch.reader()), iota(2, 6));
+}
+
+TEST(ChannelRing, readers_waiting_on_an_empty_ring_get_items_in_their_order) {
+  ring_warmup w(0);
+  auto ch = tpl::make_unbounded_channel<int>();
+  std::vector<tpl::task<int>> readers;
+  for (int i = 0; i < 4; ++i) readers.push_back(read_one(ch.reader()));
+  for (int i = 0; i < 6; ++i) ASSERT_TRUE(ch.writer().try_write(i));
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(readers[static_cast<std::size_t>(i)].get(), i);
+  EXPECT_EQ(drain(ch.reader()), iota(4, 6));
+}
+
+TEST(ChannelRing, completion_waits_for_the_last_item_in_the_ring_and_the_overflow) {
+  ring_warmup w(0);
+  for (bool unbounded : {true, false}) {
+    auto ch = unbounded ? tpl::make_unbounded_channel<int>() : tpl::make_bounded_channel<int>(6);
+    for (int i = 0; i < 6; ++i) ASSERT_TRUE(ch.writer().try_write(i));
+    tpl::task<> done = ch.reader().completion();
+    ch.writer().complete();
+    int late = 9;
+    EXPECT_THROW((void)ch.writer().try_write(late), tpl::channel_closed);
+    for (int i = 0; i < 5; ++i) {
+      EXPECT_EQ(ch.reader().try_read(), std::optional<int>(i));
+      EXPECT_FALSE(done.is_completed());
+    }
+    EXPECT_EQ(ch.reader().try_read(), std::optional<int>(5));
+    done.wait();  // the last read finished the channel
+    EXPECT_FALSE(ch.reader().try_read().has_value());
+    EXPECT_FALSE(tpl::sync_wait(ch.reader().wait_to_read_async()));
+  }
+}
+
+TEST(ChannelRing, destroying_a_channel_destroys_the_items_in_the_ring_and_the_overflow) {
+  ring_warmup w(0);
+  auto counter = std::make_shared<int>(0);
+  {
+    auto ch = tpl::make_unbounded_channel<std::shared_ptr<int>>();
+    for (int i = 0; i < 1500; ++i) ASSERT_TRUE(ch.writer().try_write(counter));
+    EXPECT_EQ(counter.use_count(), 1501);
+    for (int i = 0; i < 10; ++i) ASSERT_TRUE(ch.reader().try_read().has_value());
+  }
+  EXPECT_EQ(counter.use_count(), 1);
+}
+
+TEST(ChannelRing, move_only_items_pass_through_the_ring_and_the_overflow) {
+  ring_warmup w(0);
+  auto ch = tpl::make_unbounded_channel<std::unique_ptr<int>>();
+  for (int i = 0; i < 1100; ++i) ASSERT_TRUE(ch.writer().try_write(std::make_unique<int>(i)));
+  for (int i = 0; i < 1100; ++i) {
+    auto v = ch.reader().try_read();
+    ASSERT_TRUE(v.has_value());
+    ASSERT_EQ(**v, i);
+  }
+}
+
+// ---- several threads ----------------------------------------------------------------------------
+
+struct stamped {
+  int producer;
+  int seq;
+};
+
+void run_mpmc(tpl::channel<stamped> ch, int producers, int consumers, int per_producer, bool async_ops) {
+  std::vector<std::vector<stamped>> got(static_cast<std::size_t>(consumers));
+  std::vector<std::thread> threads;
+  for (int c = 0; c < consumers; ++c) {
+    threads.emplace_back([&, c, r = ch.reader()] {
+      auto& mine = got[static_cast<std::size_t>(c)];
+      if (async_ops) {
+        for (;;) {
+          std::optional<stamped> v = tpl::sync_wait(r.next_async());
+          if (!v) break;
+          mine.push_back(*v);
+        }
+      } else {
+        while (tpl::sync_wait(r.wait_to_read_async()))
+          while (auto v = r.try_read()) mine.push_back(*v);
+      }
+    });
+  }
+  std::vector<std::thread> writers;
+  for (int p = 0; p < producers; ++p) {
+    writers.emplace_back([&, p, w = ch.writer()] {
+      for (int i = 0; i < per_producer; ++i) {
+        stamped s{p, i};
+        if (async_ops) {
+          tpl::sync_wait(w.write_async(s));
+        } else {
+          while (!w.try_write(s)) ASSERT_TRUE(tpl::sync_wait(w.wait_to_write_async()));
+        }
+      }
+    });
+  }
+  for (auto& t : writers) t.join();
+  ch.writer().complete();
+  for (auto& t : threads) t.join();
+  std::vector<int> received(static_cast<std::size_t>(producers * per_producer), 0);
+  for (const auto& mine : got) {
+    std::vector<int> last(static_cast<std::size_t>(producers), -1);
+    for (const stamped& s : mine) {
+      ASSERT_GT(s.seq, last[static_cast<std::size_t>(s.producer)]) << "producer " << s.producer;
+      last[static_cast<std::size_t>(s.producer)] = s.seq;
+      ++received[static_cast<std::size_t>(s.producer * per_producer + s.seq)];
+    }
+  }
+  for (std::size_t i = 0; i < received.size(); ++i) ASSERT_EQ(received[i], 1) << "item " << i;
+  ch.reader().completion().wait();
+}
+
+TEST(ChannelRing, threads_through_unbounded_ring_and_overflow_every_item_once_in_order) {
+  ring_warmup w(0);
+  const int n = tpl_test::scaled(30000, 4000);
+  run_mpmc(tpl::make_unbounded_channel<stamped>(), 3, 3, n, true);
+  run_mpmc(tpl::make_unbounded_channel<stamped>(), 3, 3, n, false);
+  run_mpmc(tpl::make_unbounded_channel<stamped>(), 1, 1, n, true);
+}
+
+TEST(ChannelRing, threads_through_small_bounded_rings_every_item_once_in_order) {
+  ring_warmup w(0);
+  const int n = tpl_test::scaled(20000, 3000);
+  for (int capacity : {2, 3, 6, 1024}) {
+    SCOPED_TRACE(capacity);
+    run_mpmc(tpl::make_bounded_channel<stamped>(capacity), 3, 3, n, true);
+    run_mpmc(tpl::make_bounded_channel<stamped>(capacity), 2, 2, n, false);
+  }
+}
+
+TEST(ChannelRing, peek_and_count_race_lock_free_readers_and_writers_safely) {
+  ring_warmup w(0);
+  const int n = tpl_test::scaled(100000, 10000);
+  auto ch = tpl::make_bounded_channel<std::shared_ptr<int>>(64);
+  std::atomic<bool> stop{false};
+  std::thread peeker([&, r = ch.reader()] {
+    int last = -1;
+    while (!stop.load()) {
+      if (auto v = r.try_peek()) {
+        // The front only moves forward: a peek never sees an item older than an earlier peek's.
+        ASSERT_GE(**v, last);
+        last = **v;
+      }
+      ASSERT_LE(r.count(), 64u);
+    }
+  });
+  std::thread producer([&, wr = ch.writer()] {
+    for (int i = 0; i < n; ++i) tpl::sync_wait(wr.write_async(std::make_shared<int>(i)));
+    wr.complete();
+  });
+  int expected = 0;
+  for (;;) {
+    std::optional<std::shared_ptr<int>> v = tpl::sync_wait(ch.reader().next_async());
+    if (!v) break;
+    ASSERT_EQ(**v, expected++);
+  }
+  stop.store(true);
+  producer.join();
+  peeker.join();
+  EXPECT_EQ(expected, n);
+}
+
+}  // namespace
