@@ -176,15 +176,8 @@ class [[nodiscard]] channel_operation
     }
     // The busy-pipeline case first (an item or room is there, nobody waits): a few instructions
     // under the lock, no suspension machinery, no token registration.
-    bool done_fast = false;
-    if constexpr (Op == detail::channel_op::read || Op == detail::channel_op::next) {
-      done_fast = core_->try_read_fast(this->item);
-    } else if constexpr (Op == detail::channel_op::write) {
-      done_fast = core_->try_write_fast(*this->item);
-      if (done_fast) this->item.reset();
-    } else {
-      done_fast = core_->wait_ready_fast(Op);  // an item (room) is plainly there: true
-    }
+    bool done_fast = try_fast();
+    if (!done_fast && core_->spin_for(Op)) done_fast = try_fast();
     if (done_fast) {
       this->state = detail::channel_node_state::resolved;
       this->outcome = detail::channel_outcome::ok;
@@ -194,6 +187,18 @@ class [[nodiscard]] channel_operation
     if (!cancelable) return false;
     // Try the synchronous path before paying for a token registration.
     return core_->start(Op, *this, false);
+  }
+
+  bool try_fast() {
+    if constexpr (Op == detail::channel_op::read || Op == detail::channel_op::next) {
+      return core_->try_read_fast(this->item);
+    } else if constexpr (Op == detail::channel_op::write) {
+      if (!core_->try_write_fast(*this->item)) return false;
+      this->item.reset();
+      return true;
+    } else {
+      return core_->wait_ready_fast(Op);  // an item (room) is plainly there: true
+    }
   }
 
   bool await_suspend(std::coroutine_handle<> h) {

@@ -64,6 +64,9 @@ inline constexpr std::size_t kChannelFastRingMaxSlots = 1024;
 /// start (relaxed: a setting, not a synchronization).
 inline std::atomic<std::uint32_t> channel_fast_ring_warmup{64};
 
+/// How many times an operation that found the ring full (empty) looks again before it waits.
+inline constexpr int kChannelSpinChecks = 32;
+
 enum class channel_op : std::uint8_t { read, next, write, wait_to_read, wait_to_write };
 
 /// Where a waiting node is, or how it ended (guarded by the core's lock once it was started).
@@ -283,6 +286,7 @@ class channel_core final : public pooled_allocation {
     }
     wake.wake_all(false);
     if (completion_ && !done_) completion_->try_set_exception(make_channel_destroyed());
+    delete ring_.load(std::memory_order_relaxed);  // relaxed: the last owner, nobody else is here
   }
 
   // relaxed: a new handle is copied from a live one, which keeps the count above zero.
@@ -303,7 +307,7 @@ class channel_core final : public pooled_allocation {
     // acquire: a gate without kLockedMode publishes ring_ (see enable_ring_locked).
     const std::uint32_t g = gate_.load(std::memory_order_acquire);
     if (g == 0) {  // on the ring, nobody waiting, not completed, no overflow
-      if (ring_->try_push(item) != fast_ring::push_result::ok) return false;
+      if (ring()->try_push(item) != fast_ring::push_result::ok) return false;
       // seq_cst: after the publication in try_push; a reader that queued itself since our first
       // look is seen here, or it saw our item before queuing (Dekker, see start()).
       if (gate_.load(std::memory_order_seq_cst) >= kWaitUnit) service();
@@ -356,7 +360,7 @@ class channel_core final : public pooled_allocation {
       // reader that took the last item either is seen by the check or sees kCompleted and comes
       // to the lock to finish the channel itself.
       gate_.fetch_or(kCompleted, std::memory_order_seq_cst);
-      if (ring_) ring_->close();
+      if (ring()) ring()->close();
       while (!writers_.empty()) resolve(wake, take_front(writers_), channel_outcome::closed, error_);
       while (!write_waiters_.empty()) resolve(wake, take_front(write_waiters_), channel_outcome::closed, error_);
       if (buffer_empty_locked()) now_done = mark_done_locked(wake);
@@ -377,7 +381,7 @@ class channel_core final : public pooled_allocation {
     std::uint32_t g = gate_.load(std::memory_order_acquire);
     if (g < kWaitUnit && (g & kLockedMode) == 0) {  // on the ring, nobody waiting
       std::uint64_t pos;
-      if (!ring_->try_pop(out, pos)) return false;
+      if (!rring()->try_pop(out, pos)) return false;
       // seq_cst: after the slot was freed in try_pop; a writer that queued itself for room since
       // is seen here, or it saw the room before queuing (Dekker, see start()).
       g = gate_.load(std::memory_order_seq_cst);
@@ -398,8 +402,25 @@ class channel_core final : public pooled_allocation {
   bool wait_ready_fast(channel_op op) const noexcept {
     // acquire: as in try_write_fast.
     const std::uint32_t g = gate_.load(std::memory_order_acquire);
-    if (op == channel_op::wait_to_read) return g < kWaitUnit && (g & kLockedMode) == 0 && ring_->front_ready();
-    return g == 0 && ring_->has_room();
+    if (op == channel_op::wait_to_read) return g < kWaitUnit && (g & kLockedMode) == 0 && rring()->front_ready();
+    return g == 0 && ring()->has_room();
+  }
+
+  /// Before an asynchronous operation on the ring waits (queues, suspends, and is woken through
+  /// the pool later), it watches the ring for a moment: with the other side running on another
+  /// core, the item or room it lacks usually comes within a few hundred nanoseconds, far sooner
+  /// than a suspension round trip. Returns true when op's fast path may succeed now; false at
+  /// once without a ring, or when operations are already queued (they come first).
+  bool spin_for(channel_op op) const noexcept {
+    for (int i = 0; i < kChannelSpinChecks; ++i) {
+      // acquire: as in try_write_fast.
+      const std::uint32_t g = gate_.load(std::memory_order_acquire);
+      if ((g & kLockedMode) != 0 || g >= kWaitUnit) return false;
+      const bool reading = op != channel_op::write && op != channel_op::wait_to_write;
+      if (reading ? rring()->front_ready() || (g & kCompleted) != 0 : ring()->has_room() || g != 0) return true;
+      for (int p = 0; p < 4; ++p) TPL_CPU_RELAX();
+    }
+    return false;
   }
 
   /// Takes the oldest item into out. False if none is there (or the channel is done).
@@ -421,11 +442,11 @@ class channel_core final : public pooled_allocation {
   template <class F>
   bool peek(F&& copy_out) {
     std::lock_guard g(lock_);
-    if (ring_) {
-      if (ring_->peek(copy_out)) return true;
+    for (fast_ring* r = rring(); r != nullptr; r = r->next()) {
+      if (r->peek(copy_out)) return true;
       // The front of the ring is being written (a write still in progress: it comes first), or
-      // the ring is empty and the oldest item waits in the overflow.
-      if (ring_->count() != 0) return false;
+      // the ring is empty and the oldest item is in the next ring or waits in the overflow.
+      if (r->count() != 0) return false;
     }
     if (items_.empty()) return false;
     copy_out(static_cast<const T&>(items_.front()));
@@ -566,6 +587,14 @@ class channel_core final : public pooled_allocation {
   // the ring); while it is not empty, kOverflow sends writers to the lock, so the order is kept.
   // A bounded channel keeps at most capacity - ring size items there.
 
+  // acquire: the ring's construction (and, after a growth, the items moved into it).
+  fast_ring* ring() const noexcept { return ring_.load(std::memory_order_acquire); }
+  /// The ring readers take from: ring() itself, or, after an unbounded channel outgrew its ring,
+  /// the oldest one not yet drained (its next() leads to ring()).
+  fast_ring* rring() const noexcept { return read_ring_.load(std::memory_order_acquire); }
+
+  bool writers_wait() const noexcept { return settings_.capacity != kUnboundedChannelCapacity; }
+
   bool ring_eligible() const noexcept {
     return std::is_nothrow_move_constructible_v<T> && settings_.capacity >= 2 &&
            (settings_.capacity == kUnboundedChannelCapacity || settings_.full_mode == bounded_channel_full_mode::wait);
@@ -577,30 +606,57 @@ class channel_core final : public pooled_allocation {
   }
 
   TPL_NOINLINE void enable_ring_locked() {
-    std::size_t slots = kChannelFastRingMaxSlots;
+    std::size_t slots = kChannelFastRingMaxSlots;  // an unbounded channel's first ring; it grows
     while (slots > settings_.capacity) slots /= 2;  // the largest power of two within capacity
-    ring_ = std::make_unique<fast_ring>(slots);
+    if (settings_.capacity == kUnboundedChannelCapacity)
+      while (slots < items_.size()) slots *= 2;  // room for every buffered item: no overflow
+    ring_.store(new fast_ring(slots, writers_wait()), std::memory_order_relaxed);  // published with the gate below
+    read_ring_.store(ring(), std::memory_order_relaxed);
     // The buffered items, oldest first, go to the ring; what does not fit stays as the overflow.
     // Nobody else touches the ring yet (the gate still has kLockedMode).
     refill_locked();
     // relaxed: published with kLockedMode's removal below.
     if (!items_.empty()) gate_.fetch_or(kOverflow, std::memory_order_relaxed);
-    if (completed_) ring_->close();
+    if (completed_) ring()->close();
     // release: a lock-free path that sees kLockedMode gone sees ring_ and its items.
     gate_.fetch_and(~kLockedMode, std::memory_order_release);
+  }
+
+  /// An unbounded channel outgrew its ring: a twice larger one takes the writes from now on;
+  /// readers drain the old one first, then move on (see pop_buffer_locked). Nothing is copied,
+  /// and every path stays lock-free at any backlog.
+  TPL_NOINLINE fast_ring* grow_ring_locked() {
+    fast_ring* old = ring();
+    auto fresh = std::make_unique<fast_ring>(old->size() * 2, writers_wait());  // may throw: nothing changed yet
+    old->close();  // lock-free writers fail on it from now on and come to the lock
+    fast_ring::link(old, fresh.get());
+    // release: lock-free writers that load the new ring see it constructed.
+    ring_.store(fresh.release(), std::memory_order_release);
+    return ring();
+  }
+
+  /// The read ring is drained and closed (not the write ring): readers move to the next one.
+  bool advance_read_ring_locked() noexcept {
+    fast_ring* r = rring();
+    // count() 0 on a closed ring: every write that claimed a slot was published and taken.
+    if (r == ring() || r->count() != 0) return false;
+    // release: lock-free readers that load the next ring see it constructed.
+    read_ring_.store(r->next(), std::memory_order_release);
+    return true;
   }
 
   /// How many items may wait behind the ring.
   std::size_t overflow_capacity() const noexcept {
     return settings_.capacity == kUnboundedChannelCapacity ? kUnboundedChannelCapacity
-                                                            : settings_.capacity - ring_->size();
+                                                            : settings_.capacity - ring()->size();
   }
 
   /// Moves overflow items (oldest first) into the ring while it has room; clears kOverflow once
   /// the overflow is empty.
   void refill_locked() {
     while (!items_.empty()) {
-      if (ring_->try_push(items_.front()) != fast_ring::push_result::ok) break;
+      // past_close: these items were written before any completion.
+      if (ring()->try_push(items_.front(), true) != fast_ring::push_result::ok) break;
       (void)items_.pop_front();  // the moved-from shell
     }
     // relaxed load: the gate changes only under the lock. release: writers that see kOverflow
@@ -611,18 +667,24 @@ class channel_core final : public pooled_allocation {
 
   /// Puts item into the buffer if it has room (item moved from only then).
   bool push_buffer_locked(T& item) {
-    if (!ring_) {
+    if (!ring()) {
       if (items_.size() >= settings_.capacity) return false;
       items_.push_back(std::move(item));
       return true;
     }
     if (items_.empty()) {
-      if (ring_->try_push(item) == fast_ring::push_result::ok) return true;
+      if (ring()->try_push(item) == fast_ring::push_result::ok) return true;
+      if (settings_.capacity == kUnboundedChannelCapacity) {
+        // An unbounded channel outgrew its ring: a twice larger one takes its items (the lock-free
+        // paths stay lock-free at any backlog, instead of queuing behind the lock).
+        (void)grow_ring_locked()->try_push(item);  // has room
+        return true;
+      }
     } else if (items_.size() >= overflow_capacity()) {
       // The overflow is full; the ring may have room since (readers move items up only now and
       // then, see needs_service_after_read).
       refill_locked();
-      if (items_.empty() && ring_->try_push(item) == fast_ring::push_result::ok) return true;
+      if (items_.empty() && ring()->try_push(item) == fast_ring::push_result::ok) return true;
     }
     if (items_.size() >= overflow_capacity()) return false;
     items_.push_back(std::move(item));
@@ -636,33 +698,46 @@ class channel_core final : public pooled_allocation {
 
   /// Takes the oldest buffered item into out.
   bool pop_buffer_locked(std::optional<T>& out) {
-    if (!ring_) {
+    if (!ring()) {
       if (items_.empty()) return false;
       out.emplace(items_.pop_front());
       return true;
     }
     if (!items_.empty()) refill_locked();
     std::uint64_t pos;
-    if (ring_->try_pop(out, pos)) return true;
+    do {
+      if (rring()->try_pop(out, pos)) return true;
+    } while (advance_read_ring_locked());
     // Its front still being written, the ring may hold finished writes behind it, older than the
     // overflow's: nothing to take until that writer publishes (it then serves the waiting).
-    if (items_.empty() || ring_->count() != 0) return false;
+    if (items_.empty() || rring()->count() != 0) return false;
     out.emplace(items_.pop_front());
     if (items_.empty()) refill_locked();  // clears kOverflow
     return true;
   }
 
   /// Whether an item can be taken now (an item being written on the ring does not count).
-  bool buffer_has_ready_locked() const noexcept { return !items_.empty() || (ring_ && ring_->front_ready()); }
+  bool buffer_has_ready_locked() const noexcept {
+    if (!items_.empty()) return true;
+    for (fast_ring* r = rring(); r != nullptr; r = r->next()) {
+      if (r->front_ready()) return true;
+      if (r->count() != 0) return false;  // its front is being written
+    }
+    return false;
+  }
   /// Whether no item is in the channel (an item being written on the ring counts).
-  bool buffer_empty_locked() const noexcept { return items_.empty() && (!ring_ || ring_->count() == 0); }
-  std::size_t buffer_size_locked() const noexcept { return items_.size() + (ring_ ? ring_->count() : 0); }
+  bool buffer_empty_locked() const noexcept { return buffer_size_locked() == 0; }
+  std::size_t buffer_size_locked() const noexcept {
+    std::size_t n = items_.size();
+    for (fast_ring* r = rring(); r != nullptr; r = r->next()) n += r->count();
+    return n;
+  }
 
   bool has_room_locked() const noexcept {
     if (settings_.capacity == 0) return !readers_.empty();
     if (settings_.full_mode != bounded_channel_full_mode::wait) return true;
-    if (!ring_) return items_.size() < settings_.capacity;
-    return items_.size() < overflow_capacity() || (items_.empty() && ring_->has_room());
+    if (!ring()) return items_.size() < settings_.capacity;
+    return items_.size() < overflow_capacity() || (items_.empty() && ring()->has_room());
   }
 
   // ---- lock-free readers and writers that found someone waiting ------------------------------
@@ -672,9 +747,9 @@ class channel_core final : public pooled_allocation {
     if (g >= kWaitUnit) return true;  // a writer waits for room (or a reader queued meanwhile)
     // Refill the ring from the overflow every quarter lap, and at once when it ran dry; finish a
     // completed channel on its last item.
-    const std::uint64_t quarter = ring_->size() >= 4 ? ring_->size() / 4 : 1;
+    const std::uint64_t quarter = rring()->size() >= 4 ? rring()->size() / 4 : 1;
     if ((g & kOverflow) != 0 && (pos & (quarter - 1)) == 0) return true;
-    return ring_->count() == 0;
+    return rring()->count() == 0;
   }
 
   /// Serves, under the lock, whatever a lock-free operation may have left undone: waiting
@@ -736,7 +811,7 @@ class channel_core final : public pooled_allocation {
     if (push_buffer_locked(item)) {
       serve_readers_locked(wake);
       wake_waiters_locked(read_waiters_, wake);
-      if (!ring_) count_write_locked();
+      if (!ring()) count_write_locked();
       return write_result::written;
     }
     switch (settings_.full_mode) {  // full (only a channel without a ring drops)
@@ -886,7 +961,10 @@ class channel_core final : public pooled_allocation {
   // Between them: what changes rarely.
   std::atomic<std::uint32_t> gate_{kLockedMode};
   std::atomic<std::uint32_t> refs_{1};
-  std::unique_ptr<fast_ring> ring_;  // set once (under the lock, published through the gate)
+  // Set under the lock: first published through the gate (kLockedMode's removal), later replaced
+  // by a larger one when an unbounded channel outgrows it; owns the rings it replaced.
+  std::atomic<fast_ring*> ring_{nullptr};
+  std::atomic<fast_ring*> read_ring_{nullptr};  // see rring()
   const channel_settings settings_;  // read by the fast paths
   std::uint32_t ring_warmup_;        // writes under the lock left before the ring
   std::exception_ptr error_;

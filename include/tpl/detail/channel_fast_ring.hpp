@@ -22,6 +22,8 @@
 #include <type_traits>
 #include <utility>
 
+#include "tpl/detail/config.hpp"
+
 namespace tpl::detail {
 
 template <class T>
@@ -36,7 +38,9 @@ class channel_fast_ring {
 
   /// size: a power of two, at least 2 (with one slot, "holds pos" and "free for pos + 1" would be
   /// the same sequence number).
-  explicit channel_fast_ring(std::size_t size) : mask_(size - 1) {
+  /// writers_wait: writers may wait for room (a bounded channel), so freeing a slot must be
+  /// ordered before the reader's look at the channel's gate (see try_pop).
+  channel_fast_ring(std::size_t size, bool writers_wait) : mask_(size - 1), writers_wait_(writers_wait) {
     slots_ = std::allocator<slot>().allocate(size);
     for (std::size_t i = 0; i < size; ++i) ::new (static_cast<void*>(slots_ + i)) slot(i);
   }
@@ -56,18 +60,20 @@ class channel_fast_ring {
 
   std::size_t size() const noexcept { return mask_ + 1; }
 
-  /// Moves item into the ring (item is moved from only on ok).
-  push_result try_push(T& item) noexcept {
+  /// Moves item into the ring (item is moved from only on ok). past_close: the channel's lock
+  /// holder moving items written before completion up from the overflow (the closed bit stays).
+  push_result try_push(T& item, bool past_close = false) noexcept {
     // relaxed: only a guess at the position; the slot's sequence number and the CAS decide.
     std::uint64_t pos = tail_.load(std::memory_order_relaxed);
+    unsigned backoff = 1;
     for (;;) {
-      if (pos & kClosed) return push_result::closed;
+      if ((pos & kClosed) != 0 && !past_close) return push_result::closed;
       slot& s = slots_[pos & mask_];
       // seq_cst (acquire would do for the slot): a writer that announced itself as waiting in
       // the channel's gate must see this slot freed, or the reader that freed it sees the writer
       // (the reader's store below is seq_cst too).
       const std::uint64_t seq = s.seq.load(std::memory_order_seq_cst);
-      const auto diff = static_cast<std::int64_t>(seq - pos);
+      const auto diff = static_cast<std::int64_t>(seq - (pos & ~kClosed));
       if (diff == 0) {
         // seq_cst: orders the claim before the completer's done check (see channel_core); on
         // x86 every CAS is a full barrier anyway. On failure pos is reloaded (relaxed: a guess).
@@ -75,9 +81,10 @@ class channel_fast_ring {
           ::new (static_cast<void*>(s.storage)) T(std::move(item));
           // seq_cst: publishes the item (release) and is ordered before the writer's look at the
           // gate, so a reader that queued itself meanwhile is seen (Dekker with its announce).
-          s.seq.store(pos + 1, std::memory_order_seq_cst);
+          s.seq.store((pos & ~kClosed) + 1, std::memory_order_seq_cst);
           return push_result::ok;
         }
+        back_off(backoff);  // another writer took pos: let it finish a few before retrying
       } else if (diff < 0) {
         return push_result::full;  // the slot still holds the item of the previous lap
       } else {
@@ -90,6 +97,7 @@ class channel_fast_ring {
   /// front item is still being written, or a peek froze the reads.
   bool try_pop(std::optional<T>& out, std::uint64_t& pos_out) noexcept {
     std::uint64_t pos = head_.load(std::memory_order_relaxed);  // relaxed: a guess, as above
+    unsigned backoff = 1;
     for (;;) {
       if (pos & kFrozen) return false;
       slot& s = slots_[pos & mask_];
@@ -103,12 +111,18 @@ class channel_fast_ring {
           T* p = s.item();
           out.emplace(std::move(*p));
           p->~T();
-          // seq_cst: frees the slot for the writer one lap ahead (release) and is ordered before
-          // the reader's look at the gate (Dekker with a writer waiting for room).
-          s.seq.store(pos + mask_ + 1, std::memory_order_seq_cst);
+          // Frees the slot for the writer one lap ahead (release). Where writers can wait for
+          // room, seq_cst: ordered before the reader's look at the gate (Dekker with a writer
+          // that announced itself); an unbounded channel's writers never wait, and the plain
+          // store saves a full barrier per item.
+          if (writers_wait_)
+            s.seq.store(pos + mask_ + 1, std::memory_order_seq_cst);
+          else
+            s.seq.store(pos + mask_ + 1, std::memory_order_release);
           pos_out = pos;
           return true;
         }
+        back_off(backoff);  // another reader took pos
       } else if (diff < 0) {
         return false;  // empty, or the writer of this slot has not published yet
       } else {
@@ -119,11 +133,20 @@ class channel_fast_ring {
 
   /// Items written and not yet taken, claimed-but-unpublished writes included.
   std::size_t count() const noexcept {
-    // seq_cst: the done check of a completer pairs with the readers' CAS (see try_pop). Head
-    // first: tail read afterwards is at least as far along, so the difference is never negative.
-    const std::uint64_t head = head_.load(std::memory_order_seq_cst) & ~kFrozen;
-    const std::uint64_t tail = tail_.load(std::memory_order_seq_cst) & ~kClosed;
-    return static_cast<std::size_t>(tail - head);
+    // seq_cst: the done check of a completer pairs with the readers' CAS (see try_pop). Head,
+    // tail, head again: with head unchanged around the tail's load, the two are a snapshot of
+    // that instant (head only grows). Otherwise readers and writers race on; a few tries, then
+    // the difference clamped to the ring (never negative: tail is read after the first head).
+    std::uint64_t head = head_.load(std::memory_order_seq_cst) & ~kFrozen;
+    for (int tries = 0;; ++tries) {
+      const std::uint64_t tail = tail_.load(std::memory_order_seq_cst) & ~kClosed;
+      const std::uint64_t again = head_.load(std::memory_order_seq_cst) & ~kFrozen;
+      if (again == head || tries == 8) {
+        const auto n = static_cast<std::size_t>(tail - head);
+        return n < size() ? n : size();
+      }
+      head = again;
+    }
   }
 
   /// Whether the front item is there to take (a hint outside the channel's lock).
@@ -147,6 +170,17 @@ class channel_fast_ring {
     tail_.fetch_or(kClosed, std::memory_order_seq_cst);
   }
 
+  /// The ring that took over the writes when an unbounded channel outgrew this one (this one
+  /// is closed then); null while this one takes the writes.
+  channel_fast_ring* next() const noexcept { return next_.load(std::memory_order_acquire); }
+  /// Links the successor (the channel's lock holder, after closing this ring) and keeps this ring
+  /// allocated as long as the successor: a thread may still be about to look at it.
+  static void link(channel_fast_ring* previous, channel_fast_ring* successor) noexcept {
+    // release: a reader that finds the successor through next() sees it constructed.
+    previous->next_.store(successor, std::memory_order_release);
+    successor->previous_.reset(previous);
+  }
+
   /// Calls copy_out with the front item if it is there. The caller holds the channel's lock (so
   /// no other peek or locked read runs); lock-free readers are held off while copy_out runs.
   template <class F>
@@ -167,6 +201,13 @@ class channel_fast_ring {
   }
 
  private:
+  /// After a lost CAS: with two cores claiming from one index, letting the winner take several
+  /// positions while its cache holds the line costs far less than racing it for every one.
+  static void back_off(unsigned& spins) noexcept {
+    for (unsigned i = 0; i < spins; ++i) TPL_CPU_RELAX();
+    if (spins < 64) spins *= 2;
+  }
+
   struct slot {
     explicit slot(std::uint64_t s) noexcept : seq(s) {}
     std::atomic<std::uint64_t> seq;
@@ -177,9 +218,12 @@ class channel_fast_ring {
   // Read-only after construction: shared by every core without traffic.
   slot* slots_ = nullptr;
   const std::size_t mask_;
+  const bool writers_wait_;
   alignas(64) std::atomic<std::uint64_t> tail_{0};  // next write position | kClosed
   alignas(64) std::atomic<std::uint64_t> head_{0};  // next read position | kFrozen
   char pad_[64 - sizeof(std::atomic<std::uint64_t>)] = {};  // keeps the next allocation off head_'s line
+  std::atomic<channel_fast_ring*> next_{nullptr};  // see next()
+  std::unique_ptr<channel_fast_ring> previous_;    // owned, see link()
 };
 
 }  // namespace tpl::detail
