@@ -58,10 +58,10 @@ std::vector<int> iota(int from, int to) {
   return v;
 }
 
-TEST(ChannelRing, unbounded_items_beyond_the_ring_keep_their_order_count_and_peek) {
+TEST(ChannelRing, unbounded_items_beyond_the_first_ring_keep_their_order_count_and_peek) {
   ring_warmup w(0);
   auto ch = tpl::make_unbounded_channel<int>();
-  constexpr int n = 3000;  // the ring has 1024 slots: the rest waits in the overflow
+  constexpr int n = 3000;  // the first ring has 64 slots: a chain of larger ones follows
   for (int i = 0; i < n; ++i) ASSERT_TRUE(ch.writer().try_write(i));
   EXPECT_EQ(ch.reader().count(), static_cast<std::size_t>(n));
   std::size_t count = n;
@@ -70,7 +70,7 @@ TEST(ChannelRing, unbounded_items_beyond_the_ring_keep_their_order_count_and_pee
     ASSERT_EQ(ch.reader().try_read(), std::optional<int>(i));
     ASSERT_EQ(ch.reader().count(), --count);
     if (i % 7 == 0) {
-      ASSERT_TRUE(ch.writer().try_write(n + i));  // writes while items overflow
+      ASSERT_TRUE(ch.writer().try_write(n + i));  // writes while older rings are drained
       ++count;
     }
   }

@@ -1,6 +1,26 @@
-// tpl/detail/channel_core.hpp — the shared state behind tpl::channel<T>: a ring buffer of items,
-// four FIFO queues of waiting operations and the completion state, all under one spin lock
-// (internal; the public face is tpl/channel.hpp).
+// tpl/detail/channel_core.hpp — the shared state behind tpl::channel<T>: the buffered items,
+// four FIFO queues of waiting operations and the completion state (internal; the public face is
+// tpl/channel.hpp).
+//
+// Two modes. A new channel keeps its items in a growable ring under a spin lock, and every
+// operation takes the lock (a channel that carries a few items, like each link of seed 001's
+// chain, stays this small). After its warm-up writes (channel_fast_ring_warmup) a wait-mode
+// bounded channel of capacity 2 or more, or an unbounded one, moves its items to a lock-free
+// ring (channel_fast_ring.hpp): then a read or write that finds an item or room, with nobody
+// waiting, touches no lock, only the ring's index and slot lines. A bounded channel's ring has
+// the largest power of two within its capacity (up to 1024) and the rest waits in a locked
+// overflow behind it; an unbounded channel that fills its ring links a twice larger one.
+// Drop modes and rendezvous channels stay locked.
+//
+// The gate. One atomic word says whether the lock-free paths may go ahead: it is 0 when the
+// channel is on its ring, nobody waits, it is not completed and nothing overflows. Everything
+// else (waiting, hand-over, completion, overflow) is decided under the lock, as in locked mode.
+// Waiting against lock-free operations is a Dekker handshake: an operation about to wait first
+// counts itself in the gate (seq_cst) and then tries once more under the lock; a lock-free
+// write publishes its item (seq_cst) and then reads the gate, and if someone waits it takes the
+// lock and serves them (service()). Either the waiter sees the item or the writer sees the
+// waiter. Reads that free room do the same for waiting writers, and for completion: the reader
+// that takes the last item of a completed channel finishes it.
 //
 // Protocol. Every decision about a waiting operation (handed an item, given room, completed,
 // canceled, channel destroyed) is made under the lock by unlinking its node and marking it
@@ -26,6 +46,7 @@
 #include <mutex>
 #include <new>
 #include <optional>
+#include <thread>
 #include <type_traits>
 #include <utility>
 
@@ -54,9 +75,12 @@ namespace detail {
 inline constexpr std::size_t kUnboundedChannelCapacity = std::numeric_limits<std::size_t>::max();
 /// First allocation of a channel's ring buffer, in items (it doubles from there as needed).
 inline constexpr std::size_t kChannelRingInitialSlots = 16;
-/// Slots of the lock-free ring of a busy unbounded channel (or of a bounded one with a larger
-/// capacity: the items beyond the ring wait in the locked overflow).
+/// Slots of the lock-free ring of a bounded channel at most (with a larger capacity, the items
+/// beyond the ring wait in a locked overflow behind it).
 inline constexpr std::size_t kChannelFastRingMaxSlots = 1024;
+/// Slots of an unbounded channel's first ring (each ring it outgrows is followed by one twice
+/// as large).
+inline constexpr std::size_t kChannelFastRingFirstUnboundedSlots = 64;
 
 /// Writes a channel takes under its lock before it switches to the lock-free ring (a channel that
 /// carries a few items, like each of the million links of seed 001's chain, never allocates one).
@@ -412,6 +436,9 @@ class channel_core final : public pooled_allocation {
   /// than a suspension round trip. Returns true when op's fast path may succeed now; false at
   /// once without a ring, or when operations are already queued (they come first).
   bool spin_for(channel_op op) const noexcept {
+    // On one CPU the other side cannot run while we watch.
+    static const bool worthwhile = std::thread::hardware_concurrency() != 1;
+    if (!worthwhile) return false;
     for (int i = 0; i < kChannelSpinChecks; ++i) {
       // acquire: as in try_write_fast.
       const std::uint32_t g = gate_.load(std::memory_order_acquire);
@@ -606,10 +633,12 @@ class channel_core final : public pooled_allocation {
   }
 
   TPL_NOINLINE void enable_ring_locked() {
-    std::size_t slots = kChannelFastRingMaxSlots;  // an unbounded channel's first ring; it grows
+    std::size_t slots = kChannelFastRingMaxSlots;
     while (slots > settings_.capacity) slots /= 2;  // the largest power of two within capacity
-    if (settings_.capacity == kUnboundedChannelCapacity)
+    if (settings_.capacity == kUnboundedChannelCapacity) {
+      slots = kChannelFastRingFirstUnboundedSlots;
       while (slots < items_.size()) slots *= 2;  // room for every buffered item: no overflow
+    }
     ring_.store(new fast_ring(slots, writers_wait()), std::memory_order_relaxed);  // published with the gate below
     read_ring_.store(ring(), std::memory_order_relaxed);
     // The buffered items, oldest first, go to the ring; what does not fit stays as the overflow.
