@@ -766,7 +766,9 @@ class channel_core final : public pooled_allocation {
     if (settings_.capacity == 0) return !readers_.empty();
     if (settings_.full_mode != bounded_channel_full_mode::wait) return true;
     if (!ring()) return items_.size() < settings_.capacity;
-    return items_.size() < overflow_capacity() || (items_.empty() && ring()->has_room());
+    // Counted, not looked for in the ring: with the overflow full the ring may have room that a
+    // write reaches by moving the overflow up first (push_buffer_locked).
+    return settings_.capacity == kUnboundedChannelCapacity || buffer_size_locked() < settings_.capacity;
   }
 
   // ---- lock-free readers and writers that found someone waiting ------------------------------
