@@ -997,13 +997,13 @@ class channel_core final : public pooled_allocation {
   std::atomic<fast_ring*> ring_{nullptr};
   std::atomic<fast_ring*> read_ring_{nullptr};  // see rring()
   const channel_settings settings_;  // read by the fast paths
-  std::uint32_t ring_warmup_;        // writes under the lock left before the ring
   std::exception_ptr error_;
   std::optional<task_completion_source<>> completion_;
   std::unique_ptr<std::function<void(T)>> item_dropped_;
   mutable spin_lock lock_;
   bool completed_ = false;  // no more writes
   bool done_ = false;       // completed and drained
+  std::uint32_t ring_warmup_;  // writes under the lock left before the ring
   channel_ring<T> items_;   // the buffer without a ring; the overflow with one
   channel_node_queue readers_;        // read_async / next_async, FIFO
   channel_node_queue writers_;        // write_async blocked with their item, FIFO
