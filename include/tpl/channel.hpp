@@ -174,8 +174,9 @@ class [[nodiscard]] channel_operation
       this->error = detail::make_channel_canceled();
       return true;
     }
-    // The busy-pipeline case first (an item or room is there, nobody waits): a few instructions
-    // under the lock, no suspension machinery, no token registration.
+    // The busy-pipeline case first (an item or room is there, nobody waits): lock-free on a busy
+    // channel's ring, a few instructions under the lock otherwise; no suspension machinery, no
+    // token registration. On the ring, a moment's watch for the other side before waiting.
     bool done_fast = try_fast();
     if (!done_fast && core_->spin_for(Op)) done_fast = try_fast();
     if (done_fast) {
@@ -187,18 +188,6 @@ class [[nodiscard]] channel_operation
     if (!cancelable) return false;
     // Try the synchronous path before paying for a token registration.
     return core_->start(Op, *this, false);
-  }
-
-  bool try_fast() {
-    if constexpr (Op == detail::channel_op::read || Op == detail::channel_op::next) {
-      return core_->try_read_fast(this->item);
-    } else if constexpr (Op == detail::channel_op::write) {
-      if (!core_->try_write_fast(*this->item)) return false;
-      this->item.reset();
-      return true;
-    } else {
-      return core_->wait_ready_fast(Op);  // an item (room) is plainly there: true
-    }
   }
 
   bool await_suspend(std::coroutine_handle<> h) {
@@ -253,6 +242,19 @@ class [[nodiscard]] channel_operation
 
  private:
   static task<result_type> run_as_task(channel_operation op) { co_return co_await op; }
+
+  /// The busy case: an item or room is there and nobody waits (see channel_core's fast paths).
+  bool try_fast() {
+    if constexpr (Op == detail::channel_op::read || Op == detail::channel_op::next) {
+      return core_->try_read_fast(this->item);
+    } else if constexpr (Op == detail::channel_op::write) {
+      if (!core_->try_write_fast(*this->item)) return false;
+      this->item.reset();
+      return true;
+    } else {
+      return core_->wait_ready_fast(Op);  // an item (room) is plainly there: true
+    }
+  }
 
   detail::channel_core<T>* core_;
   cancellation_token token_;

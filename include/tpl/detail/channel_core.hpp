@@ -325,8 +325,9 @@ class channel_core final : public pooled_allocation {
   // ---- writer side ---------------------------------------------------------------------------
 
   /// The common case of a busy channel, in as few instructions as possible: room in the buffer,
-  /// nobody waiting, not completed. Writes item and returns true; otherwise touches nothing and
-  /// returns false (the caller takes the general path, which handles every other case).
+  /// nobody waiting, not completed (lock-free on the ring; under the lock without one, or to join
+  /// the overflow). Writes item and returns true; otherwise touches nothing and returns false (the
+  /// caller takes the general path, which handles every other case).
   bool try_write_fast(T& item) {
     // acquire: a gate without kLockedMode publishes ring_ (see enable_ring_locked).
     const std::uint32_t g = gate_.load(std::memory_order_acquire);
@@ -397,9 +398,11 @@ class channel_core final : public pooled_allocation {
 
   // ---- reader side ---------------------------------------------------------------------------
 
-  /// The reading twin of try_write_fast: an item is buffered, no writer waits for room, and it is
-  /// not the last item of a completed channel (taking that one finishes the channel). Takes the
-  /// oldest item into out and returns true; otherwise returns false.
+  /// The reading twin of try_write_fast: an item is there and nobody waits. On the ring it takes
+  /// the item lock-free (and comes to the lock afterwards only if it must: a writer waits for
+  /// room, the overflow needs moving up, or it took a completed channel's last item). Without a
+  /// ring it refuses a completed channel's last item (the general path finishes the channel).
+  /// Takes the oldest item into out and returns true; otherwise returns false.
   bool try_read_fast(std::optional<T>& out) {
     // acquire: as in try_write_fast.
     std::uint32_t g = gate_.load(std::memory_order_acquire);
