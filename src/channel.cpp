@@ -4,6 +4,7 @@
 #include <string>
 
 #include "tpl/channel.hpp"
+#include "tpl/thread_pool.hpp"
 
 namespace tpl::detail {
 
@@ -45,6 +46,17 @@ void check_channel_capacity(std::ptrdiff_t capacity, bounded_channel_full_mode m
       return;
   }
   throw std::invalid_argument("tpl: make_bounded_channel: unknown bounded_channel_full_mode");
+}
+
+namespace {
+thread_local unsigned t_unbounded_writes = 0;
+}  // namespace
+
+bool unbounded_write_yields() noexcept {
+  if (++t_unbounded_writes % kChannelWriteBudget != 0) return false;
+  // Only a thread pool's worker: elsewhere (a dedicated thread, the deterministic scheduler, a
+  // thread in sync_wait) the writer would move, or a replayed schedule would change.
+  return dynamic_cast<thread_pool*>(current_scheduler_tls()) != nullptr;
 }
 
 }  // namespace tpl::detail

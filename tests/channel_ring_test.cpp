@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -175,6 +176,36 @@ TEST(ChannelRing, move_only_items_pass_through_the_ring_and_the_overflow) {
     ASSERT_TRUE(v.has_value());
     ASSERT_EQ(**v, i);
   }
+}
+
+TEST(ChannelRing, an_unbounded_writer_on_a_pool_worker_lets_the_workers_other_work_run) {
+  // One worker. The producer queues another item on it and then writes without ever waiting (an
+  // unbounded channel): the item runs only if the producer yields, which it does every
+  // kChannelWriteBudget writes that complete at once.
+  tpl::thread_pool_options o;
+  o.thread_count = 1;
+  o.max_threads = 1;
+  o.idle_timeout = std::chrono::hours(1);
+  tpl::thread_pool pool(o);
+  auto ch = tpl::make_unbounded_channel<int>();
+  constexpr int n = 20000;
+  std::atomic<int> written{0};
+  std::atomic<int> written_when_the_other_ran{-1};
+  tpl::task<> other;
+  auto produce = [&]() -> tpl::task<> {
+    co_await tpl::resume_on(pool);
+    other = tpl::run(pool, [&] { written_when_the_other_ran.store(written.load()); });
+    for (int i = 0; i < n; ++i) {
+      co_await ch.writer().write_async(i);
+      written.store(i + 1);
+    }
+  };
+  produce().wait();
+  other.wait();
+  EXPECT_GE(written_when_the_other_ran.load(), 0);
+  EXPECT_LE(written_when_the_other_ran.load(), static_cast<int>(tpl::detail::kChannelWriteBudget));
+  EXPECT_EQ(ch.reader().count(), static_cast<std::size_t>(n));
+  EXPECT_EQ(drain(ch.reader()), iota(0, n));
 }
 
 // ---- several threads ----------------------------------------------------------------------------

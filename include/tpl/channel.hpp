@@ -54,6 +54,7 @@
 
 #include "tpl/cancellation.hpp"
 #include "tpl/detail/channel_core.hpp"
+#include "tpl/scheduler.hpp"
 #include "tpl/exceptions.hpp"
 #include "tpl/task.hpp"
 
@@ -182,6 +183,11 @@ class [[nodiscard]] channel_operation
     if (done_fast) {
       this->state = detail::channel_node_state::resolved;
       this->outcome = detail::channel_outcome::ok;
+      if constexpr (Op == detail::channel_op::write) {
+        // The write is done; now and then the writer lets its worker's other work run.
+        if (core_->settings().capacity == detail::kUnboundedChannelCapacity && detail::unbounded_write_yields())
+          return false;
+      }
       return true;
     }
     // Without a token, await_suspend does the general attempt and the queuing under one lock.
@@ -191,6 +197,10 @@ class [[nodiscard]] channel_operation
   }
 
   bool await_suspend(std::coroutine_handle<> h) {
+    if (this->state == detail::channel_node_state::resolved) {
+      detail::dispatch_after_others(h);  // written, and yielding (see await_ready)
+      return true;
+    }
     this->continuation = h;
     if (token_.can_be_canceled()) {
       detail::channel_core<T>* core = core_;

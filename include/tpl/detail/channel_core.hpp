@@ -91,6 +91,17 @@ inline std::atomic<std::uint32_t> channel_fast_ring_warmup{64};
 /// How many times an operation that found the ring full (empty) looks again before it waits.
 inline constexpr int kChannelSpinChecks = 32;
 
+/// Writes to unbounded channels that a pool worker completes at once before the writing coroutine
+/// lets the worker's other work run (see unbounded_write_yields).
+inline constexpr unsigned kChannelWriteBudget = 8192;
+
+/// Counts a write_async to an unbounded channel that completed without waiting, on this thread;
+/// true for every kChannelWriteBudget-th on a thread pool worker: the writer then yields (it
+/// queues behind the worker's other work, as tpl::yield()). An unbounded channel's writer never
+/// waits, so without this a producer keeps its worker to the end while the consumers it woke
+/// wait behind it (tokio's cooperative budget does the same for its channels).
+bool unbounded_write_yields() noexcept;
+
 enum class channel_op : std::uint8_t { read, next, write, wait_to_read, wait_to_write };
 
 /// Where a waiting node is, or how it ended (guarded by the core's lock once it was started).
