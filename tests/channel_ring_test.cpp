@@ -204,8 +204,7 @@ TEST(ChannelRing, an_unbounded_writer_on_a_pool_worker_lets_the_workers_other_wo
     produced.count_down();
   };
   tpl::task<> producer = produce();
-  // A plain wait: a thread waiting on a task may run queued pool work itself (the other item
-  // among it), which would prove nothing about the worker.
+  // Checked the moment the producer is done: by then the other item must have run on the worker.
   produced.wait();
   EXPECT_GE(written_when_the_other_ran.load(), 0);  // it ran on the worker, before the end
   producer.wait();
