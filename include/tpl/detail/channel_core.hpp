@@ -637,7 +637,8 @@ class channel_core final : public pooled_allocation {
   bool writers_wait() const noexcept { return settings_.capacity != kUnboundedChannelCapacity; }
 
   bool ring_eligible() const noexcept {
-    return std::is_nothrow_move_constructible_v<T> && settings_.capacity >= 2 &&
+    // (T is nothrow move constructible: tpl::channel requires it, and the ring relies on it.)
+    return settings_.capacity >= 2 &&
            (settings_.capacity == kUnboundedChannelCapacity || settings_.full_mode == bounded_channel_full_mode::wait);
   }
 
@@ -779,10 +780,10 @@ class channel_core final : public pooled_allocation {
   bool has_room_locked() const noexcept {
     if (settings_.capacity == 0) return !readers_.empty();
     if (settings_.full_mode != bounded_channel_full_mode::wait) return true;
-    if (!ring()) return items_.size() < settings_.capacity;
     // Counted, not looked for in the ring: with the overflow full the ring may have room that a
-    // write reaches by moving the overflow up first (push_buffer_locked).
-    return settings_.capacity == kUnboundedChannelCapacity || buffer_size_locked() < settings_.capacity;
+    // write reaches by moving the overflow up first (push_buffer_locked). (Unbounded: the
+    // capacity is the largest size_t, always above the count.)
+    return buffer_size_locked() < settings_.capacity;
   }
 
   // ---- lock-free readers and writers that found someone waiting ------------------------------
