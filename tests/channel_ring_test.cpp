@@ -20,6 +20,7 @@
 #include <tpl/channel.hpp>
 #include <tpl/tpl.hpp>
 
+#include "channel_test_support.hpp"
 #include "test_support.hpp"
 
 namespace {
@@ -38,21 +39,9 @@ class ring_warmup {
   std::uint32_t saved_;
 };
 
-template <class T>
-tpl::task<T> read_one(tpl::channel_reader<T> r) {
-  co_return co_await r.read_async();
-}
-
-template <class T>
-tpl::task<> write_one(tpl::channel_writer<T> w, T v) {
-  co_await w.write_async(std::move(v));
-}
-
-std::vector<int> drain(tpl::channel_reader<int> r) {
-  std::vector<int> out;
-  while (auto v = r.try_read()) out.push_back(*v);
-  return out;
-}
+using tpl_test::drain;
+using tpl_test::read_one;
+using tpl_test::write_one;
 
 std::vector<int> iota(int from, int to) {
   std::vector<int> v;

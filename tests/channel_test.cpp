@@ -16,6 +16,7 @@
 #include <tpl/channel.hpp>
 #include <tpl/tpl.hpp>
 
+#include "channel_test_support.hpp"
 #include "test_support.hpp"
 
 namespace {
@@ -27,32 +28,11 @@ using tpl_test::test_error_id;
 using tpl_test::thrown_by;
 using mode = tpl::bounded_channel_full_mode;
 
-template <class T>
-tpl::task<T> read_one(tpl::channel_reader<T> r, tpl::cancellation_token token = {}) {
-  co_return co_await r.read_async(token);
-}
-
-template <class T>
-tpl::task<> write_one(tpl::channel_writer<T> w, T v, tpl::cancellation_token token = {}) {
-  co_await w.write_async(std::move(v), token);
-}
-
-template <class T>
-tpl::task<bool> wait_to_read(tpl::channel_reader<T> r, tpl::cancellation_token token = {}) {
-  co_return co_await r.wait_to_read_async(token);
-}
-
-template <class T>
-tpl::task<bool> wait_to_write(tpl::channel_writer<T> w, tpl::cancellation_token token = {}) {
-  co_return co_await w.wait_to_write_async(token);
-}
-
-template <class T>
-std::vector<T> drain(tpl::channel_reader<T> r) {
-  std::vector<T> out;
-  while (auto v = r.try_read()) out.push_back(std::move(*v));
-  return out;
-}
+using tpl_test::drain;
+using tpl_test::read_one;
+using tpl_test::wait_to_read;
+using tpl_test::wait_to_write;
+using tpl_test::write_one;
 
 // ---- basics -------------------------------------------------------------------------------------
 
