@@ -17,7 +17,10 @@
 //   - the parked worker's 100 ms re-check is DISABLED: a parked worker moves only when signalled
 //     (or, in configurations with retirement, when its idle timeout retires it). The handshake
 //     alone must never strand work;
-//   - no shutdown, no blocking_scope, fixed goal per configuration.
+//   - no shutdown, no blocking_scope, fixed goal per configuration;
+//   - no next slots (worker::next): an item there belongs to a worker that is running (it queued
+//     it from its running item) and takes it before anything else when that item returns, so the
+//     handshake never has to find it; other workers take one only as a latency rescue.
 //
 // Checked in every reachable state: `spinning` equals the requests in flight (spinning workers,
 // signals not yet consumed, a waker between its CAS and its hand-off); `processing` equals the

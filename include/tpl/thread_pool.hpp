@@ -197,7 +197,8 @@ class thread_pool final : public scheduler {
   static thread_pool* current() noexcept;
 
   /// Queues h: on this worker's own deque when called from one of this pool's threads, else on
-  /// the global queue.
+  /// the global queue. (Coroutines a channel operation wakes go to the worker's next slot instead;
+  /// see docs/thread-pool.md, "Queues".)
   void schedule(std::coroutine_handle<> h) override;
   /// Queues h behind the work already waiting (yield(), prefer_fairness): from one of this pool's
   /// threads on that worker's own FIFO of yielded work, which it takes from only after its deque
@@ -222,8 +223,9 @@ class thread_pool final : public scheduler {
   /// Prints every event to stderr, one line each (what TPL_THREADPOOL_TRACE=1 turns on).
   void set_trace(bool on);
 
-  /// If h is the item most recently queued on the calling worker's own deque, takes it back and
-  /// runs it here (task::wait() uses this before blocking). Returns whether it ran.
+  /// If h is the item most recently queued on the calling worker's own deque, or the coroutine in
+  /// its next slot (one it woke, see docs/thread-pool.md), takes it back and runs it here
+  /// (task::wait() uses this before blocking). Returns whether it ran.
   bool try_run_inline(std::coroutine_handle<> h);
 
   /// Runs all queued work (and the work it queues) to the end and stops the threads. Idempotent;

@@ -67,6 +67,13 @@ constexpr std::chrono::microseconds kSpinBeforeParkUs{50};
 // counted in stats().wakeups_by_park_timeout: the handshake should make it stay 0.
 constexpr std::chrono::milliseconds kParkRecheckMs{100};
 
+// A worker's next slot (see worker::next): how long another worker watches an item sit there,
+// unchanged, before it takes it (the owner is then stuck in a long item; Go's runqgrab waits 3 us
+// for the same reason), and how many slot items the owner runs in a row before it lets its queued
+// work go first (tokio's MAX_LIFO_POLLS_PER_TICK plays this role).
+constexpr std::chrono::microseconds kNextSlotGrace{5};
+constexpr unsigned kNextSlotBudget = 32;
+
 constexpr std::chrono::milliseconds kStarvationPeriod{500};
 constexpr std::chrono::milliseconds kEagerStarvationPeriod{10};
 
@@ -93,6 +100,19 @@ struct thread_pool::impl {
     // Written only by the owner; relaxed atomics so stats() and the gate may read them.
     std::atomic<std::uint64_t> items_executed{0};
     std::minstd_rand rng;
+    // The coroutine the running item woke last (a channel reader or writer it unblocked): the
+    // owner runs it next, before its deque, so a message's receiver runs on the core whose cache
+    // holds the message, and a chain of hand-offs stays on one worker instead of bouncing between
+    // the owner and a spinning thief (Go's runnext, tokio's LIFO slot). Only the owner puts items
+    // here (release exchange); the owner takes them (exchange), others only after watching one
+    // sit unchanged for kNextSlotGrace (CAS). On its own cache line: spinning workers read it.
+    alignas(64) std::atomic<void*> next{nullptr};
+    // Owner-only: slot items run in a row (kNextSlotBudget), and the slot of another worker this
+    // one is watching (watch_item seen there since watch_since).
+    alignas(64) unsigned next_streak = 0;
+    const std::atomic<void*>* watch_slot = nullptr;
+    void* watch_item = nullptr;
+    clock::time_point watch_since{};
     // A thread runs on this slot. Set by the creator under threads_lock; cleared by the thread as
     // its last access to the worker (release), read by the creator before reusing the slot
     // (acquire).
@@ -292,6 +312,31 @@ struct thread_pool::impl {
     }
   }
 
+  // A coroutine the running item woke (see worker::next); from a thread outside the pool, push().
+  void push_next(void* item) {
+    thread_context& ctx = t_context;
+    if (ctx.pool != this) {
+      push(item);
+      return;
+    }
+    // release: whoever takes the item (the owner's exchange, a thief's acquire CAS) sees the
+    // coroutine's state as it was when it was queued. The old occupant was put there by this
+    // thread, so reading it needs no acquire.
+    if (void* old = ctx.self->next.exchange(item, std::memory_order_release)) ctx.self->local.push(old);
+    // The usual wake protocol: a spinning worker exists afterwards (if any is idle), so an item
+    // left here by an owner that then runs long is taken after the grace period.
+    after_push();
+  }
+
+  // Moves the calling worker's slot item to its deque, where any worker may steal it at once
+  // (before it blocks or parks while others may need the item).
+  void flush_next(worker& self) {
+    // acquire: pairs with a thief's CAS only in that one of us gets the item; the item itself
+    // was put there by this thread.
+    if (self.next.load(std::memory_order_relaxed) == nullptr) return;
+    if (void* item = self.next.exchange(nullptr, std::memory_order_acquire)) self.local.push(item);
+  }
+
   void push_global(void* item) {
     thread_context& ctx = t_context;
     if (ctx.pool == this) {
@@ -451,6 +496,16 @@ struct thread_pool::impl {
   // ---- finding work -------------------------------------------------------------------------
 
   void* find_work(worker& self) {
+    // relaxed pre-check: only this thread fills its slot, so null here stays null.
+    if (self.next.load(std::memory_order_relaxed) != nullptr) {
+      // acquire: a thief may have emptied the slot; the exchange decides who runs the item.
+      if (void* item = self.next.exchange(nullptr, std::memory_order_acquire)) {
+        if (++self.next_streak <= kNextSlotBudget) return item;
+        // A chain of hand-offs has had its turn: queue it behind the waiting work.
+        self.fair.push(item);
+      }
+    }
+    self.next_streak = 0;
     if (void* item = self.local.pop()) return item;
     if (void* item = global.pop()) return item;
     const std::size_t ng = extra_globals.size();
@@ -474,10 +529,47 @@ struct thread_pool::impl {
       return nullptr;
     };
     if (void* item = steal_round(&worker::local)) return item;
-    return steal_round(&worker::fair);
+    if (void* item = steal_round(&worker::fair)) return item;
+    return take_stale_next(self, n, start);
   }
 
-  bool any_work_seq_cst() const {
+  // Another worker's slot item, if it has sat there unchanged for kNextSlotGrace (its owner is
+  // busy with a long item). Watches one slot at a time; the first call that finds an item there
+  // starts the watch.
+  void* take_stale_next(worker& self, std::size_t n, std::size_t start) {
+    if (self.watch_slot != nullptr) {
+      // relaxed: a hint; the CAS below decides.
+      void* item = self.watch_slot->load(std::memory_order_relaxed);
+      if (item != nullptr && item == self.watch_item) {
+        if (clock::now() - self.watch_since < kNextSlotGrace) return nullptr;
+        auto* slot = const_cast<std::atomic<void*>*>(self.watch_slot);
+        self.watch_slot = nullptr;
+        // acquire: pairs with push_next's release exchange (the coroutine's state).
+        if (slot->compare_exchange_strong(item, nullptr, std::memory_order_acquire, std::memory_order_relaxed))
+          return item;
+        return nullptr;
+      }
+      self.watch_slot = nullptr;
+    }
+    for (std::size_t k = 0; k < n; ++k) {
+      worker& victim = *slots[(start + k) % n].load(std::memory_order_relaxed);
+      if (&victim == &self) continue;
+      // relaxed: a hint (see above).
+      if (void* item = victim.next.load(std::memory_order_relaxed)) {
+        self.watch_slot = &victim.next;
+        self.watch_item = item;
+        self.watch_since = clock::now();
+        return nullptr;
+      }
+    }
+    return nullptr;
+  }
+
+
+  // Whether any queue holds an item; with next_slots, any worker's next slot too (a parking
+  // worker leaves slot items to their owners, who run them as soon as their item returns; the
+  // periodic re-check of a parked worker, the gate and shutdown count them).
+  bool any_work_seq_cst(bool next_slots = true) const {
     if (!global.empty_seq_cst()) return true;
     for (const auto& q : extra_globals)
       if (!q->empty_seq_cst()) return true;
@@ -485,6 +577,7 @@ struct thread_pool::impl {
     for (unsigned i = 0; i < n; ++i) {
       const worker& w = *slots[i].load(std::memory_order_relaxed);
       if (!w.local.empty_seq_cst() || !w.fair.empty_seq_cst()) return true;
+      if (next_slots && w.next.load(std::memory_order_seq_cst) != nullptr) return true;
     }
     return false;
   }
@@ -501,7 +594,8 @@ struct thread_pool::impl {
   void stop_spinning_and_maybe_wake() {
     // seq_cst: part of the wake protocol. The last spinner to find work wakes another worker
     // so the rest of a burst does not wait for this item to finish.
-    if (spinning.fetch_sub(1, std::memory_order_seq_cst) == 1 && any_work_seq_cst()) wake_one_if_needed();
+    if (spinning.fetch_sub(1, std::memory_order_seq_cst) == 1 && any_work_seq_cst(/*next_slots=*/false))
+      wake_one_if_needed();
   }
 
   void worker_main(worker& self, bool is_spinning) {
@@ -527,6 +621,7 @@ struct thread_pool::impl {
         // relaxed pre-check; push_idle_if_excess re-checks under the lock.
         const detail::thread_counts c = load_counts();
         if (TPL_UNLIKELY(c.processing > c.goal) && push_idle_if_excess(&self)) {
+          flush_next(self);  // parked, it would not run its slot item
           const park_result r = wait_parked(self);
           if (r == park_result::retired || r == park_result::stopping) break;
           is_spinning = r == park_result::woken;
@@ -563,13 +658,25 @@ struct thread_pool::impl {
   }
 
   void* spin_for_work(worker& self) {
-    const auto deadline = clock::now() + kSpinBeforeParkUs;
+    auto deadline = clock::now() + kSpinBeforeParkUs;
+    bool extended = false;
     for (unsigned i = 0;; ++i) {
       for (int k = 0; k < 16; ++k) TPL_CPU_RELAX();
       if (void* item = find_work(self)) return item;
       // acquire: pairs with shutdown()'s release store.
       if (stopping.load(std::memory_order_acquire)) return nullptr;
-      if ((i & 7) == 7 && clock::now() >= deadline) return nullptr;
+      if ((i & 7) != 7) continue;
+      const auto now = clock::now();
+      if (now < deadline) continue;
+      // Watching another worker's slot item: stay, once, until it is due, so that an item whose
+      // owner went on with a long item is taken now rather than at a parked worker's re-check
+      // (parking does not count slot items: their owners run them).
+      if (!extended && self.watch_slot != nullptr) {
+        extended = true;
+        deadline = self.watch_since + 2 * kNextSlotGrace;
+        if (now < deadline) continue;
+      }
+      return nullptr;
     }
   }
 
@@ -579,7 +686,7 @@ struct thread_pool::impl {
     if (was_spinning) spinning.fetch_sub(1, std::memory_order_seq_cst);
     // seq_cst fence: the worker's side of the Dekker handshake with after_push().
     std::atomic_thread_fence(std::memory_order_seq_cst);
-    if (any_work_seq_cst() || stopping.load(std::memory_order_seq_cst)) {
+    if (any_work_seq_cst(/*next_slots=*/false) || stopping.load(std::memory_order_seq_cst)) {
       if (remove_idle(&self)) return park_result::found_work;
       // A producer already popped us and counted us as spinning: take its signal.
     }
@@ -623,6 +730,8 @@ struct thread_pool::impl {
   // ---- blocking ------------------------------------------------------------------------------
 
   void blocking_begin() {
+    // The item woken last must not wait for this thread to unblock (it may be what it waits for).
+    if (t_context.pool == this) flush_next(*t_context.self);
     // relaxed: the goal update below is the synchronising step (a CAS on counts).
     blocked_threads.fetch_add(1, std::memory_order_relaxed);
     const bool eager = options.injection == injection_policy::eager;
@@ -861,7 +970,9 @@ struct thread_pool::impl {
         for (unsigned i = 0; i < n; ++i) {
           // The workers are gone: their deques are only stolen from now.
           worker& w = *slots[i].load(std::memory_order_relaxed);
-          if ((item = w.local.steal()) != nullptr || (item = w.fair.steal()) != nullptr) break;
+          if ((item = w.next.exchange(nullptr, std::memory_order_acquire)) != nullptr ||
+              (item = w.local.steal()) != nullptr || (item = w.fair.steal()) != nullptr)
+            break;
         }
       }
       if (item == nullptr) {
@@ -894,6 +1005,7 @@ struct thread_pool::impl {
     for (unsigned i = 0; i < n; ++i) {
       const worker* w = slots[i].load(std::memory_order_relaxed);
       s.local_queue_length += static_cast<std::size_t>(w->local.size_approx() + w->fair.size_approx());
+      if (w->next.load(std::memory_order_relaxed) != nullptr) ++s.local_queue_length;
       s.items_executed += w->items_executed.load(std::memory_order_relaxed);
     }
     s.wakeups = wakeups.load(std::memory_order_relaxed);
@@ -1012,6 +1124,16 @@ void thread_pool::set_trace(bool on) {
 bool thread_pool::try_run_inline(std::coroutine_handle<> h) {
   impl::thread_context& ctx = impl::t_context;
   if (ctx.pool != impl_.get() || !h) return false;
+  if (ctx.self->next.load(std::memory_order_relaxed) == h.address()) {
+    // acquire: a thief may have taken it meanwhile; the exchange decides.
+    void* item = ctx.self->next.exchange(nullptr, std::memory_order_acquire);
+    if (item == h.address()) {
+      detail::resume_inline(h);
+      return true;
+    }
+    if (item != nullptr) ctx.self->local.push(item);  // cannot happen (only we fill it); keep it anyway
+    return false;
+  }
   void* top = ctx.self->local.pop();
   if (top == nullptr) return false;
   if (top != h.address()) {
@@ -1040,6 +1162,19 @@ namespace detail {
 
 void dispatch(std::coroutine_handle<> h) {
   scheduler* s = current_scheduler_tls();
+  if (s != nullptr)
+    s->schedule(h);
+  else
+    thread_pool::default_pool().schedule(h);
+}
+
+void dispatch_wakeup(std::coroutine_handle<> h) {
+  scheduler* s = current_scheduler_tls();
+  thread_pool::impl::thread_context& ctx = thread_pool::impl::t_context;
+  if (ctx.pool != nullptr && s == ctx.pool->owner) {
+    ctx.pool->push_next(h.address());
+    return;
+  }
   if (s != nullptr)
     s->schedule(h);
   else

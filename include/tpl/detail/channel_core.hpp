@@ -218,7 +218,7 @@ class channel_wake_list {
       if (synchronous)
         resume_inline(n->continuation);
       else
-        dispatch(n->continuation);
+        dispatch_wakeup(n->continuation);
       n = next;
     }
   }

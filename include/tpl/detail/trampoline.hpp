@@ -38,6 +38,11 @@ TPL_TLS_ACCESSOR(trampoline_state, trampoline_tls, t_trampoline)
 /// Queues h on the calling thread's current scheduler, or the default pool.
 void dispatch(std::coroutine_handle<> h);
 
+/// As dispatch, for a coroutine the running one just unblocked (a channel's reader or writer): on
+/// a thread pool worker it goes to the worker's next slot and runs right after the current item,
+/// on the same core (see thread_pool's worker::next).
+void dispatch_wakeup(std::coroutine_handle<> h);
+
 /// Resumes h on this thread now, or queues it if this thread is already kMaxInlineResumeDepth
 /// resumptions deep.
 inline void resume_inline(std::coroutine_handle<> h) noexcept {
