@@ -501,7 +501,11 @@ struct thread_pool::impl {
       // acquire: a thief may have emptied the slot; the exchange decides who runs the item.
       if (void* item = self.next.exchange(nullptr, std::memory_order_acquire)) {
         if (++self.next_streak <= kNextSlotBudget) return item;
-        // A chain of hand-offs has had its turn: queue it behind the waiting work.
+        self.next_streak = 0;
+        // A chain of hand-offs has had its turn: queue it behind the waiting work, if any waits
+        // (relaxed sizes: a hint; an item queued just now gets its turn at the next budget).
+        if (self.local.size_approx() == 0 && global.size_approx() == 0 && self.fair.size_approx() == 0)
+          return item;
         self.fair.push(item);
       }
     }
