@@ -191,7 +191,7 @@ class task_awaiter : private waiter {
         (mode == fire_mode::first_inline || (AlwaysInline && mode == fire_mode::later)))
       resume_inline(self->continuation_);
     else
-      dispatch(self->continuation_);
+      dispatch_wakeup(self->continuation_);
   }
 
   task_state<T>* state_;
@@ -233,7 +233,7 @@ class configured_awaiter : private waiter {
     if (mode == fire_mode::first_inline && !self->force_yield_)
       resume_inline(self->continuation_);
     else
-      dispatch(self->continuation_);
+      dispatch_wakeup(self->continuation_);
   }
 
   task_state<T>* state_;

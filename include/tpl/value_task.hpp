@@ -139,7 +139,7 @@ class [[nodiscard]] value_task {
       if (mode == detail::fire_mode::first_inline)
         detail::resume_inline(self->continuation);
       else
-        detail::dispatch(self->continuation);
+        detail::dispatch_wakeup(self->continuation);
     }
   };
 

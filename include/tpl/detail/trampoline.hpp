@@ -11,8 +11,8 @@
 // Why the pool and not a per-thread deferred list drained by the outermost frame: code running at
 // an intermediate depth may block (task::wait(), a user's mutex) on a continuation that would sit
 // in that list, behind its own stack frame: a deadlock. A queued continuation is picked up by any
-// worker. On a pool thread the item goes to the worker's own deque, so the same worker usually
-// continues the chain itself right after unwinding.
+// worker. On a pool thread the item goes to the worker's next slot, so the same worker continues
+// the chain itself right after unwinding (unless it stays busy: then another worker takes it).
 #pragma once
 
 #include <coroutine>
@@ -38,9 +38,10 @@ TPL_TLS_ACCESSOR(trampoline_state, trampoline_tls, t_trampoline)
 /// Queues h on the calling thread's current scheduler, or the default pool.
 void dispatch(std::coroutine_handle<> h);
 
-/// As dispatch, for a coroutine the running one just unblocked (a channel's reader or writer): on
-/// a thread pool worker it goes to the worker's next slot and runs right after the current item,
-/// on the same core (see thread_pool's worker::next).
+/// As dispatch, for a coroutine the running one just unblocked (a channel's reader or writer, a
+/// task's asynchronous continuation, the depth guard's hand-off): on a thread pool worker it goes
+/// to the worker's next slot and runs right after the current item, on the same core (see
+/// thread_pool's worker::next).
 void dispatch_wakeup(std::coroutine_handle<> h);
 
 /// Resumes h on this thread now, or queues it if this thread is already kMaxInlineResumeDepth
@@ -48,7 +49,7 @@ void dispatch_wakeup(std::coroutine_handle<> h);
 inline void resume_inline(std::coroutine_handle<> h) noexcept {
   trampoline_state& t = trampoline_tls();
   if (TPL_UNLIKELY(t.depth >= kMaxInlineResumeDepth)) {
-    dispatch(h);
+    dispatch_wakeup(h);  // on a pool worker: next on this worker, once the stack has unwound
     return;
   }
   ++t.depth;
