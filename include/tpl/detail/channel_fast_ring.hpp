@@ -38,9 +38,7 @@ class channel_fast_ring {
 
   /// size: a power of two, at least 2 (with one slot, "holds pos" and "free for pos + 1" would be
   /// the same sequence number).
-  /// writers_wait: writers may wait for room (a bounded channel), so freeing a slot must be
-  /// ordered before the reader's look at the channel's gate (see try_pop).
-  channel_fast_ring(std::size_t size, bool writers_wait) : mask_(size - 1), writers_wait_(writers_wait) {
+  explicit channel_fast_ring(std::size_t size) : mask_(size - 1) {
     slots_ = std::allocator<slot>().allocate(size);
     for (std::size_t i = 0; i < size; ++i) ::new (static_cast<void*>(slots_ + i)) slot(i);
   }
@@ -71,7 +69,7 @@ class channel_fast_ring {
       slot& s = slots_[pos & mask_];
       // seq_cst (acquire would do for the slot): a writer that announced itself as waiting in
       // the channel's gate must see this slot freed, or the reader that freed it sees the writer
-      // (the reader's store below is seq_cst too).
+      // (the reader fences between freeing and its look at the gate, see try_pop).
       const std::uint64_t seq = s.seq.load(std::memory_order_seq_cst);
       const auto diff = static_cast<std::int64_t>(seq - (pos & ~kClosed));
       if (diff == 0) {
@@ -79,9 +77,12 @@ class channel_fast_ring {
         // x86 every CAS is a full barrier anyway. On failure pos is reloaded (relaxed: a guess).
         if (tail_.compare_exchange_weak(pos, pos + 1, std::memory_order_seq_cst, std::memory_order_relaxed)) {
           ::new (static_cast<void*>(s.storage)) T(std::move(item));
-          // seq_cst: publishes the item (release) and is ordered before the writer's look at the
-          // gate, so a reader that queued itself meanwhile is seen (Dekker with its announce).
-          s.seq.store((pos & ~kClosed) + 1, std::memory_order_seq_cst);
+          // release: publishes the item. A lock-free writer orders this before its look at the
+          // channel's gate with a seq_cst fence (channel_core::try_write_fast), so a reader that
+          // queued itself meanwhile is seen (Dekker with its announce). A seq_cst store here
+          // would be an xchg on the line the reader is about to load, which waits for that line
+          // to come back; the separate fence is measurably cheaper (see try_write_fast).
+          s.seq.store((pos & ~kClosed) + 1, std::memory_order_release);
           return push_result::ok;
         }
         back_off(backoff);  // another writer took pos: let it finish a few before retrying
@@ -111,14 +112,11 @@ class channel_fast_ring {
           T* p = s.item();
           out.emplace(std::move(*p));
           p->~T();
-          // Frees the slot for the writer one lap ahead (release). Where writers can wait for
-          // room, seq_cst: ordered before the reader's look at the gate (Dekker with a writer
-          // that announced itself); an unbounded channel's writers never wait, and the plain
-          // store saves a full barrier per item.
-          if (writers_wait_)
-            s.seq.store(pos + mask_ + 1, std::memory_order_seq_cst);
-          else
-            s.seq.store(pos + mask_ + 1, std::memory_order_release);
+          // release: frees the slot for the writer one lap ahead. Where writers can wait for
+          // room, the lock-free reader orders this before its look at the gate with a seq_cst
+          // fence (channel_core::try_read_fast: Dekker with a writer that announced itself);
+          // an unbounded channel's writers never wait and need no fence.
+          s.seq.store(pos + mask_ + 1, std::memory_order_release);
           pos_out = pos;
           return true;
         }
@@ -218,7 +216,6 @@ class channel_fast_ring {
   // Read-only after construction: shared by every core without traffic.
   slot* slots_ = nullptr;
   const std::size_t mask_;
-  const bool writers_wait_;
   alignas(64) std::atomic<std::uint64_t> tail_{0};  // next write position | kClosed
   alignas(64) std::atomic<std::uint64_t> head_{0};  // next read position | kFrozen
   char pad_[64 - sizeof(std::atomic<std::uint64_t>)] = {};  // keeps the next allocation off head_'s line
