@@ -197,8 +197,9 @@ class thread_pool final : public scheduler {
   static thread_pool* current() noexcept;
 
   /// Queues h: on this worker's own deque when called from one of this pool's threads, else on
-  /// the global queue. (Coroutines a channel operation wakes go to the worker's next slot instead;
-  /// see docs/thread-pool.md, "Queues".)
+  /// the global queue. (A coroutine the running item wakes, such as a channel's reader or an
+  /// asynchronous task continuation, goes to the worker's next slot instead; see
+  /// docs/thread-pool.md, "Queues".)
   void schedule(std::coroutine_handle<> h) override;
   /// Queues h behind the work already waiting (yield(), prefer_fairness): from one of this pool's
   /// threads on that worker's own FIFO of yielded work, which it takes from only after its deque

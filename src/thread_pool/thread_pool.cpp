@@ -312,29 +312,30 @@ struct thread_pool::impl {
     }
   }
 
-  // A coroutine the running item woke (see worker::next); from a thread outside the pool, push().
-  void push_next(void* item) {
-    thread_context& ctx = t_context;
-    if (ctx.pool != this) {
-      push(item);
-      return;
-    }
+  // A coroutine the running item of self (the calling worker) woke (see worker::next).
+  void push_next(worker& self, void* item) {
     // release: whoever takes the item (the owner's exchange, a thief's acquire CAS) sees the
     // coroutine's state as it was when it was queued. The old occupant was put there by this
     // thread, so reading it needs no acquire.
-    if (void* old = ctx.self->next.exchange(item, std::memory_order_release)) ctx.self->local.push(old);
+    if (void* old = self.next.exchange(item, std::memory_order_release)) self.local.push(old);
     // The usual wake protocol: a spinning worker exists afterwards (if any is idle), so an item
     // left here by an owner that then runs long is taken after the grace period.
     after_push();
   }
 
+  // The owner takes its slot item, if any (null if a thief took it first).
+  static void* take_next(worker& self) {
+    // relaxed pre-check: only this thread fills its slot, so null here stays null.
+    if (self.next.load(std::memory_order_relaxed) == nullptr) return nullptr;
+    // acquire: a thief may have emptied the slot; the exchange decides who runs the item (the
+    // item itself was put there by this thread).
+    return self.next.exchange(nullptr, std::memory_order_acquire);
+  }
+
   // Moves the calling worker's slot item to its deque, where any worker may steal it at once
   // (before it blocks or parks while others may need the item).
   void flush_next(worker& self) {
-    // acquire: pairs with a thief's CAS only in that one of us gets the item; the item itself
-    // was put there by this thread.
-    if (self.next.load(std::memory_order_relaxed) == nullptr) return;
-    if (void* item = self.next.exchange(nullptr, std::memory_order_acquire)) self.local.push(item);
+    if (void* item = take_next(self)) self.local.push(item);
   }
 
   void push_global(void* item) {
@@ -496,18 +497,14 @@ struct thread_pool::impl {
   // ---- finding work -------------------------------------------------------------------------
 
   void* find_work(worker& self) {
-    // relaxed pre-check: only this thread fills its slot, so null here stays null.
-    if (self.next.load(std::memory_order_relaxed) != nullptr) {
-      // acquire: a thief may have emptied the slot; the exchange decides who runs the item.
-      if (void* item = self.next.exchange(nullptr, std::memory_order_acquire)) {
-        if (++self.next_streak <= kNextSlotBudget) return item;
-        self.next_streak = 0;
-        // A chain of hand-offs has had its turn: queue it behind the waiting work, if any waits
-        // (relaxed sizes: a hint; an item queued just now gets its turn at the next budget).
-        if (self.local.size_approx() == 0 && global.size_approx() == 0 && self.fair.size_approx() == 0)
-          return item;
-        self.fair.push(item);
-      }
+    if (void* item = take_next(self)) {
+      if (++self.next_streak <= kNextSlotBudget) return item;
+      self.next_streak = 0;
+      // A chain of hand-offs has had its turn: queue it behind the waiting work, if any waits
+      // (relaxed sizes: a hint; an item queued just now gets its turn at the next budget).
+      if (self.local.size_approx() == 0 && global.size_approx() == 0 && self.fair.size_approx() == 0)
+        return item;
+      self.fair.push(item);
     }
     self.next_streak = 0;
     if (void* item = self.local.pop()) return item;
@@ -568,7 +565,6 @@ struct thread_pool::impl {
     }
     return nullptr;
   }
-
 
   // Whether any queue holds an item; with next_slots, any worker's next slot too (a parking
   // worker leaves slot items to their owners, who run them as soon as their item returns; the
@@ -1176,13 +1172,10 @@ void dispatch_wakeup(std::coroutine_handle<> h) {
   scheduler* s = current_scheduler_tls();
   thread_pool::impl::thread_context& ctx = thread_pool::impl::t_context;
   if (ctx.pool != nullptr && s == ctx.pool->owner) {
-    ctx.pool->push_next(h.address());
+    ctx.pool->push_next(*ctx.self, h.address());
     return;
   }
-  if (s != nullptr)
-    s->schedule(h);
-  else
-    thread_pool::default_pool().schedule(h);
+  dispatch(h);
 }
 
 void dispatch_after_others(std::coroutine_handle<> h) {

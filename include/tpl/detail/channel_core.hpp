@@ -19,8 +19,8 @@
 // counts itself in the gate (seq_cst) and then tries once more under the lock; a lock-free
 // write publishes its item (release), fences (seq_cst) and then reads the gate, and if someone
 // waits it takes the lock and serves them (service()). Either the waiter sees the item or the
-// writer sees the waiter. Reads that free room do the same for waiting writers, and for completion: the reader
-// that takes the last item of a completed channel finishes it.
+// writer sees the waiter. Reads that free room do the same for waiting writers, and for
+// completion: the reader that takes the last item of a completed channel finishes it.
 //
 // Protocol. Every decision about a waiting operation (handed an item, given room, completed,
 // canceled, channel destroyed) is made under the lock by unlinking its node and marking it
