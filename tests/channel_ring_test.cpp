@@ -206,6 +206,84 @@ TEST(ChannelRing, an_unbounded_writer_on_a_pool_worker_lets_the_workers_other_wo
   EXPECT_EQ(drain(ch.reader()), iota(0, n));
 }
 
+// ---- a write claimed but not yet published --------------------------------------------------
+//
+// A lock-free write looks for waiting readers right after it claims its slot, before it moves its
+// item in. A reader that comes to wait in between is not seen by that writer, so it must not wait
+// to be served: it sees the claim and tries again once the item is published (channel_core::start).
+// The item's move constructor holds the writer in that window here.
+
+struct held_move {
+  std::atomic<bool> armed{false};
+  std::atomic<bool> inside{false};   // the writer is in the window
+  std::atomic<bool> release{false};
+};
+
+struct held_item {
+  int value = 0;
+  held_move* hold = nullptr;
+  held_item(int v, held_move* h) noexcept : value(v), hold(h) {}
+  held_item(held_item&& o) noexcept : value(o.value), hold(o.hold) {
+    if (hold != nullptr && hold->armed.exchange(false)) {
+      hold->inside.store(true);
+      while (!hold->release.load()) std::this_thread::yield();
+    }
+  }
+  held_item& operator=(held_item&&) noexcept = default;
+};
+
+template <class Wait>
+void reader_comes_to_wait_inside_the_window(Wait wait) {
+  ring_warmup w(0);
+  auto ch = tpl::make_unbounded_channel<held_item>();
+  held_move hold;
+  std::thread writer([&, wr = ch.writer()] {
+    held_item item(7, &hold);
+    hold.armed.store(true);
+    EXPECT_TRUE(wr.try_write(std::move(item)));
+  });
+  while (!hold.inside.load()) std::this_thread::yield();
+  // The writer has claimed its slot and found nobody waiting. The reader's call runs on its own
+  // thread: it does not return while the claimed item is unpublished.
+  std::atomic<bool> called{false};
+  std::atomic<bool> done{false};
+  int got = -1;
+  std::thread reader([&, r = ch.reader()] {
+    called.store(true);
+    got = wait(r);
+    done.store(true);
+  });
+  while (!called.load()) std::this_thread::yield();
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // let it come to wait (not a timing assertion)
+  EXPECT_FALSE(done.load());
+  hold.release.store(true);
+  writer.join();
+  // A reader left waiting would never be served: fail instead of hanging.
+  for (int i = 0; i < 30000 && !done.load(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  EXPECT_TRUE(done.load()) << "the reader was left waiting for an item that is in the channel";
+  if (!done.load()) ch.writer().complete();  // releases it (a queued read fails or gets the item)
+  reader.join();
+  EXPECT_EQ(got, 7);
+}
+
+TEST(ChannelRing, a_read_that_comes_to_wait_while_a_write_is_claimed_but_unpublished_gets_the_item) {
+  reader_comes_to_wait_inside_the_window([](const tpl::channel_reader<held_item>& r) {
+    try {
+      return tpl::sync_wait(r.read_async()).value;
+    } catch (const tpl::channel_closed&) {
+      return -2;
+    }
+  });
+}
+
+TEST(ChannelRing, a_wait_to_read_that_comes_while_a_write_is_claimed_but_unpublished_sees_the_item) {
+  reader_comes_to_wait_inside_the_window([](const tpl::channel_reader<held_item>& r) {
+    if (!tpl::sync_wait(r.wait_to_read_async())) return -2;
+    auto v = r.try_read();
+    return v ? v->value : -3;
+  });
+}
+
 // ---- several threads ----------------------------------------------------------------------------
 
 struct stamped {

@@ -16,11 +16,15 @@
 // channel is on its ring, nobody waits, it is not completed and nothing overflows. Everything
 // else (waiting, hand-over, completion, overflow) is decided under the lock, as in locked mode.
 // Waiting against lock-free operations is a Dekker handshake: an operation about to wait first
-// counts itself in the gate (seq_cst) and then tries once more under the lock; a lock-free
-// write publishes its item (release), fences (seq_cst) and then reads the gate, and if someone
-// waits it takes the lock and serves them (service()). Either the waiter sees the item or the
-// writer sees the waiter. Reads that free room do the same for waiting writers, and for
-// completion: the reader that takes the last item of a completed channel finishes it.
+// counts itself in the gate (seq_cst) and then tries once more under the lock. A lock-free write
+// claims its slot (a seq_cst CAS on the ring's write position), reads the gate, and then
+// publishes its item (release); if someone waited, it takes the lock and serves them
+// (service()). Either the writer sees the waiter, or the waiter sees the claim: then the item is
+// there or about to be, and the waiter does not wait but tries again once it is published
+// (start()). The write pays one locked instruction, the claim, and no fence: a fence after the
+// publication stalls on the slot's line, which the reader's core holds. Reads that free room
+// publish first and fence, then read the gate, for waiting writers and for completion: the
+// reader that takes the last item of a completed channel finishes it.
 //
 // Protocol. Every decision about a waiting operation (handed an item, given room, completed,
 // canceled, channel destroyed) is made under the lock by unlinking its node and marking it
@@ -350,14 +354,13 @@ class channel_core final : public pooled_allocation {
     // acquire: a gate without kLockedMode publishes ring_ (see enable_ring_locked).
     const std::uint32_t g = gate_.load(std::memory_order_acquire);
     if (g == 0) {  // on the ring, nobody waiting, not completed, no overflow
-      if (ring()->try_push(item) != fast_ring::push_result::ok) return false;
-      // The fence orders try_push's publication (a release store) before the gate's load: a
-      // reader that queued itself since our first look is seen here, or its look at the ring
-      // (a seq_cst load after its seq_cst announce, see start()) sees our item (Dekker). A
-      // release store and a fence cost a third less than a seq_cst store (an xchg on the slot's
-      // line) in a two-thread ring test on this project's 2-core VM.
-      std::atomic_thread_fence(std::memory_order_seq_cst);
-      if (gate_.load(std::memory_order_seq_cst) >= kWaitUnit) service();
+      std::uint32_t seen = 0;
+      // seq_cst, after the claim's seq_cst CAS: a reader that queued itself since our first look
+      // is seen here, or its look at the ring (a seq_cst load of the write position after its
+      // seq_cst announce, see start()) sees our claim and does not wait for it (Dekker).
+      const auto look = [this, &seen] { seen = gate_.load(std::memory_order_seq_cst); };
+      if (ring()->try_push(item, false, look) != fast_ring::push_result::ok) return false;
+      if (seen >= kWaitUnit) service();  // the item is published now
       return true;
     }
     if (g != kLockedMode && g != kOverflow) return false;
@@ -472,8 +475,7 @@ class channel_core final : public pooled_allocation {
       // acquire: as in try_write_fast.
       const std::uint32_t g = gate_.load(std::memory_order_acquire);
       if ((g & kLockedMode) != 0 || g >= kWaitUnit) return false;
-      const bool reading = op != channel_op::write && op != channel_op::wait_to_write;
-      if (reading ? rring()->front_ready() || (g & kCompleted) != 0 : ring()->has_room() || g != 0) return true;
+      if (is_read_side(op) ? rring()->front_ready() || (g & kCompleted) != 0 : ring()->has_room() || g != 0) return true;
       for (int p = 0; p < 4; ++p) TPL_CPU_RELAX();
     }
     return false;
@@ -531,45 +533,60 @@ class channel_core final : public pooled_allocation {
   /// set; the caller continues without suspending). Otherwise, if may_queue, the node is queued
   /// (it will be resolved and resumed later) and false is returned; if not, nothing happened.
   bool start(channel_op op, channel_node& node, bool may_queue) {
-    channel_wake_list wake;
-    std::optional<T> dropped;
-    bool now_done = false;
-    bool resolved_now = true;
-    bool pinned = false;
     const bool synchronous = settings_.synchronous_continuations;
-    {
-      std::lock_guard g(lock_);
-      if (node.state == channel_node_state::cancel_requested) {
-        node.state = channel_node_state::resolved;
-        node.outcome = channel_outcome::failed;
-        node.error = make_channel_canceled();
-      } else {
-        // Announce before the attempt (seq_cst, like the lock-free side's publish-then-look):
-        // a lock-free write or read that lands after our attempt missed it sees us waiting and
-        // comes to the lock to serve us. Taken back below unless the node stays queued.
-        if (may_queue) gate_.fetch_add(kWaitUnit, std::memory_order_seq_cst);
-        resolved_now = attempt_locked(op, node, wake, dropped, now_done);
-        if (!resolved_now && may_queue) enqueue_locked(op, node, wake);
-        if (node.state == channel_node_state::resolved) resolved_now = true;  // misuse reported
-        // relaxed: lowering the count only sends fewer operations to the lock; under the lock.
-        if (may_queue && node.state != channel_node_state::queued)
-          gate_.fetch_sub(kWaitUnit, std::memory_order_relaxed);
+    for (;;) {
+      channel_wake_list wake;
+      std::optional<T> dropped;
+      bool now_done = false;
+      bool resolved_now = true;
+      bool pinned = false;
+      bool write_in_progress = false;
+      {
+        std::lock_guard g(lock_);
+        if (node.state == channel_node_state::cancel_requested) {
+          node.state = channel_node_state::resolved;
+          node.outcome = channel_outcome::failed;
+          node.error = make_channel_canceled();
+        } else {
+          // Announce before the attempt (seq_cst, the waiter's half of the Dekker handshake):
+          // a lock-free write that claims its slot after this sees us waiting and comes to the
+          // lock to serve us once its item is in; a read that frees room after our attempt
+          // does the same for a writer. Taken back below unless the node stays queued.
+          if (may_queue) gate_.fetch_add(kWaitUnit, std::memory_order_seq_cst);
+          resolved_now = attempt_locked(op, node, wake, dropped, now_done);
+          if (!resolved_now && may_queue) {
+            // An item claimed on the ring but not yet published: its writer may have looked
+            // at the gate before our announce and then would not serve us. It is about to
+            // publish; try again then instead of waiting for it.
+            write_in_progress = is_read_side(op) && ring() != nullptr && buffer_size_locked() != 0;
+            if (!write_in_progress) enqueue_locked(op, node, wake);
+          }
+          if (node.state == channel_node_state::resolved) resolved_now = true;  // misuse reported
+          // relaxed: lowering the count only sends fewer operations to the lock; under the lock.
+          if (may_queue && node.state != channel_node_state::queued)
+            gate_.fetch_sub(kWaitUnit, std::memory_order_relaxed);
+        }
+        // Once our node is queued, another thread may resume our coroutine, which may drop the
+        // last handle: the nodes we still have to wake keep the core alive through this reference.
+        if (!resolved_now && !write_in_progress && !wake.empty()) {
+          add_ref();
+          pinned = true;
+        }
       }
-      // Once our node is queued, another thread may resume our coroutine, which may drop the last
-      // handle: the nodes we still have to wake keep the core alive through this reference.
-      if (!resolved_now && !wake.empty()) {
-        add_ref();
-        pinned = true;
+      if (write_in_progress) {
+        finish(wake, dropped, now_done, synchronous);  // (nothing to do after a failed read)
+        wait_for_publication();
+        continue;
       }
+      if (!resolved_now) {
+        // Queued: from here on, touch nothing of the core or of node.
+        wake.wake_all(synchronous);
+        if (pinned) release();
+        return false;
+      }
+      finish(wake, dropped, now_done, synchronous);
+      return true;
     }
-    if (!resolved_now) {
-      // Queued: from here on, touch nothing of the core or of node.
-      wake.wake_all(synchronous);
-      if (pinned) release();
-      return false;
-    }
-    finish(wake, dropped, now_done, synchronous);
-    return true;
   }
 
   /// The token callback of a started node.
@@ -594,6 +611,21 @@ class channel_core final : public pooled_allocation {
  private:
   enum class write_result { written, full, closed };
   enum class read_result { taken, empty, closed };
+
+  static constexpr bool is_read_side(channel_op op) noexcept {
+    return op != channel_op::write && op != channel_op::wait_to_write;
+  }
+
+  /// A writer claimed a ring slot and has not published its item yet (start() saw it): a few
+  /// instructions away, unless its thread was preempted in between, so watch briefly, then
+  /// give the processor away.
+  void wait_for_publication() const noexcept {
+    for (int i = 0; i < kChannelSpinChecks; ++i) {
+      if (rring()->front_ready()) return;
+      TPL_CPU_RELAX();
+    }
+    std::this_thread::yield();
+  }
 
   // The gate: one word the lock-free paths read to know they may go ahead (it is 0 then). Changed
   // only under the lock.
@@ -768,7 +800,8 @@ class channel_core final : public pooled_allocation {
       if (rring()->try_pop(out, pos)) return true;
     } while (advance_read_ring_locked());
     // Its front still being written, the ring may hold finished writes behind it, older than the
-    // overflow's: nothing to take until that writer publishes (it then serves the waiting).
+    // overflow's: nothing to take until that writer publishes (it then serves those that were
+    // waiting when it claimed; a reader that comes to wait meanwhile tries again, see start()).
     if (items_.empty() || rring()->count() != 0) return false;
     out.emplace(items_.pop_front());
     if (items_.empty()) refill_locked();  // clears kOverflow
@@ -861,8 +894,9 @@ class channel_core final : public pooled_allocation {
     if (completed_) return write_result::closed;
     if (!readers_.empty() && buffer_empty_locked()) {
       // A reader waits and nothing is buffered: hand the item straight over. (With a ring, a
-      // reader also waits while the ring's front is being written; the items behind it come
-      // first, so this one joins them and the front's writer serves the reader.)
+      // reader also waits while the ring's front is being written by a writer that claimed it
+      // after the reader queued; the items behind it come first, so this one joins them and the
+      // front's writer serves the reader.)
       auto* r = static_cast<item_node*>(take_front(readers_));
       r->item.emplace(std::move(item));
       resolve(wake, r, channel_outcome::ok, nullptr);
@@ -961,7 +995,7 @@ class channel_core final : public pooled_allocation {
   }
 
   void enqueue_locked(channel_op op, channel_node& node, channel_wake_list& wake) {
-    const bool reader_side = op != channel_op::write && op != channel_op::wait_to_write;
+    const bool reader_side = is_read_side(op);
     if (reader_side && settings_.single_reader && (!readers_.empty() || !read_waiters_.empty())) {
       node.state = channel_node_state::resolved;
       node.outcome = channel_outcome::failed;
