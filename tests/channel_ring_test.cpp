@@ -284,6 +284,47 @@ TEST(ChannelRing, a_wait_to_read_that_comes_while_a_write_is_claimed_but_unpubli
   });
 }
 
+// The mirror image: a lock-free read of a full bounded channel looks for waiting writers right
+// after it claims its slot, before it moves the item out and frees the slot. A write that comes
+// to wait in between must not wait to be given room: it sees the claim and tries again.
+TEST(ChannelRing, a_write_that_comes_to_wait_while_a_read_is_claimed_but_unfreed_gets_the_room) {
+  ring_warmup w(0);
+  auto ch = tpl::make_bounded_channel<held_item>(4);
+  held_move hold;
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(ch.writer().try_write(held_item(i, &hold)));
+  hold.armed.store(true);  // the next move is the read's, out of its claimed slot
+  std::thread reader([&, r = ch.reader()] {
+    auto v = r.try_read();
+    ASSERT_TRUE(v.has_value());
+    EXPECT_EQ(v->value, 0);
+  });
+  while (!hold.inside.load()) std::this_thread::yield();
+  // The reader has claimed the oldest slot and found nobody waiting.
+  std::atomic<bool> called{false};
+  std::atomic<bool> done{false};
+  std::thread writer([&, wr = ch.writer()] {
+    called.store(true);
+    try {
+      tpl::sync_wait(wr.write_async(held_item(4, nullptr)));
+    } catch (const tpl::channel_closed&) {
+    }
+    done.store(true);
+  });
+  while (!called.load()) std::this_thread::yield();
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // let it come to wait (not a timing assertion)
+  EXPECT_FALSE(done.load());
+  hold.release.store(true);
+  reader.join();
+  // A writer left waiting would never be given the room: fail instead of hanging.
+  for (int i = 0; i < 30000 && !done.load(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  EXPECT_TRUE(done.load()) << "the writer was left waiting for room that is in the channel";
+  if (!done.load()) ch.writer().complete();  // releases it
+  writer.join();
+  std::vector<int> rest;
+  while (auto v = ch.reader().try_read()) rest.push_back(v->value);
+  EXPECT_EQ(rest, iota(1, 5));
+}
+
 // ---- several threads ----------------------------------------------------------------------------
 
 struct stamped {

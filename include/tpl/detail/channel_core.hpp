@@ -22,9 +22,10 @@
 // (service()). Either the writer sees the waiter, or the waiter sees the claim: then the item is
 // there or about to be, and the waiter does not wait but tries again once it is published
 // (start()). The write pays one locked instruction, the claim, and no fence: a fence after the
-// publication stalls on the slot's line, which the reader's core holds. Reads that free room
-// publish first and fence, then read the gate, for waiting writers and for completion: the
-// reader that takes the last item of a completed channel finishes it.
+// publication stalls on the slot's line, which the reader's core holds. Reads mirror this for
+// writers waiting for room (claim, look, free; a writer about to wait that sees a slot claimed
+// but not yet freed tries again) and for completion: the reader that takes the last item of a
+// completed channel finishes it.
 //
 // Protocol. Every decision about a waiting operation (handed an item, given room, completed,
 // canceled, channel destroyed) is made under the lock by unlinking its node and marking it
@@ -433,15 +434,13 @@ class channel_core final : public pooled_allocation {
     std::uint32_t g = gate_.load(std::memory_order_acquire);
     if (g < kWaitUnit && (g & kLockedMode) == 0) {  // on the ring, nobody waiting
       std::uint64_t pos;
-      if (!rring()->try_pop(out, pos)) return false;
-      // Where writers can wait for room, the fence orders try_pop's freeing of the slot (a
-      // release store) before the gate's load: a writer that queued itself for room since is
-      // seen here, or its look saw the room (Dekker, as in try_write_fast). An unbounded
-      // channel's writers never wait; its readers' gate load needs only try_pop's CAS before it
-      // (seq_cst: the completion check, see try_complete).
-      if (writers_wait()) std::atomic_thread_fence(std::memory_order_seq_cst);
-      g = gate_.load(std::memory_order_seq_cst);
-      if (g != 0 && needs_service_after_read(g, pos)) service();
+      // seq_cst, after the claim's seq_cst CAS (as in try_write_fast): a writer that queued
+      // itself for room since our first look is seen here, or its look at the ring sees our
+      // claim and does not wait for the slot (Dekker); likewise the completion check (see
+      // try_complete).
+      const auto look = [this, &g] { g = gate_.load(std::memory_order_seq_cst); };
+      if (!rring()->try_pop(out, pos, look)) return false;
+      if (g != 0 && needs_service_after_read(g, pos)) service();  // the slot is free now
       return true;
     }
     if ((g & ~kCompleted) != kLockedMode) return false;
@@ -540,7 +539,7 @@ class channel_core final : public pooled_allocation {
       bool now_done = false;
       bool resolved_now = true;
       bool pinned = false;
-      bool write_in_progress = false;
+      bool in_progress = false;
       {
         std::lock_guard g(lock_);
         if (node.state == channel_node_state::cancel_requested) {
@@ -555,11 +554,12 @@ class channel_core final : public pooled_allocation {
           if (may_queue) gate_.fetch_add(kWaitUnit, std::memory_order_seq_cst);
           resolved_now = attempt_locked(op, node, wake, dropped, now_done);
           if (!resolved_now && may_queue) {
-            // An item claimed on the ring but not yet published: its writer may have looked
-            // at the gate before our announce and then would not serve us. It is about to
-            // publish; try again then instead of waiting for it.
-            write_in_progress = is_read_side(op) && ring() != nullptr && buffer_size_locked() != 0;
-            if (!write_in_progress) enqueue_locked(op, node, wake);
+            // An item claimed on the ring but not yet published (or, for a write, a slot
+            // claimed by a reader but not yet freed): its writer (reader) may have looked at
+            // the gate before our announce and then would not serve us. It is a few
+            // instructions from done; try again then instead of waiting for it.
+            in_progress = claim_in_progress_locked(op);
+            if (!in_progress) enqueue_locked(op, node, wake);
           }
           if (node.state == channel_node_state::resolved) resolved_now = true;  // misuse reported
           // relaxed: lowering the count only sends fewer operations to the lock; under the lock.
@@ -568,14 +568,14 @@ class channel_core final : public pooled_allocation {
         }
         // Once our node is queued, another thread may resume our coroutine, which may drop the
         // last handle: the nodes we still have to wake keep the core alive through this reference.
-        if (!resolved_now && !write_in_progress && !wake.empty()) {
+        if (!resolved_now && !in_progress && !wake.empty()) {
           add_ref();
           pinned = true;
         }
       }
-      if (write_in_progress) {
-        finish(wake, dropped, now_done, synchronous);  // (nothing to do after a failed read)
-        wait_for_publication();
+      if (in_progress) {
+        finish(wake, dropped, now_done, synchronous);  // (nothing to do after a failed attempt)
+        wait_for_claim(op);
         continue;
       }
       if (!resolved_now) {
@@ -616,12 +616,21 @@ class channel_core final : public pooled_allocation {
     return op != channel_op::write && op != channel_op::wait_to_write;
   }
 
-  /// A writer claimed a ring slot and has not published its item yet (start() saw it): a few
-  /// instructions away, unless its thread was preempted in between, so watch briefly, then
-  /// give the processor away.
-  void wait_for_publication() const noexcept {
+  /// After op's attempt failed under the lock: whether the other side has claimed a ring slot
+  /// and not finished with it (start() then does not queue op, see there). For a read: an item
+  /// is counted in the ring that the attempt could not take (its front is being written). For a
+  /// write: the ring is full but for a slot that a reader took and has not freed yet.
+  bool claim_in_progress_locked(channel_op op) const noexcept {
+    if (ring() == nullptr) return false;
+    if (is_read_side(op)) return buffer_size_locked() != 0;
+    return op == channel_op::write && ring()->read_in_progress();
+  }
+
+  /// The claim start() saw is a few instructions from done, unless its thread was preempted in
+  /// between: watch briefly, then give the processor away.
+  void wait_for_claim(channel_op op) const noexcept {
     for (int i = 0; i < kChannelSpinChecks; ++i) {
-      if (rring()->front_ready()) return;
+      if (is_read_side(op) ? rring()->front_ready() : ring()->has_room()) return;
       TPL_CPU_RELAX();
     }
     std::this_thread::yield();
@@ -680,8 +689,6 @@ class channel_core final : public pooled_allocation {
   /// The ring readers take from: ring() itself, or, after an unbounded channel outgrew its ring,
   /// the oldest one not yet drained (its next() leads to ring()).
   fast_ring* rring() const noexcept { return read_ring_.load(std::memory_order_acquire); }
-
-  bool writers_wait() const noexcept { return settings_.capacity != kUnboundedChannelCapacity; }
 
   bool ring_eligible() const noexcept {
     // (T is nothrow move constructible: tpl::channel requires it, and the ring relies on it.)

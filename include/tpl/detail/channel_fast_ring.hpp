@@ -110,6 +110,14 @@ class channel_fast_ring {
   /// Takes the oldest item into out; pos receives its position. False if the ring is empty, its
   /// front item is still being written, or a peek froze the reads.
   bool try_pop(std::optional<T>& out, std::uint64_t& pos_out) noexcept {
+    return try_pop(out, pos_out, [] {});
+  }
+
+  /// As try_pop, calling after_claim() once the slot is claimed (the claim's CAS is seq_cst),
+  /// before the item is moved out and the slot freed: the lock-free reader's look at the
+  /// channel's gate (see channel_core::try_read_fast).
+  template <class AfterClaim>
+  bool try_pop(std::optional<T>& out, std::uint64_t& pos_out, AfterClaim&& after_claim) noexcept {
     std::uint64_t pos = head_.load(std::memory_order_relaxed);  // relaxed: a guess, as above
     unsigned backoff = 1;
     for (;;) {
@@ -120,15 +128,17 @@ class channel_fast_ring {
       const auto diff = static_cast<std::int64_t>(seq - (pos + 1));
       if (diff == 0) {
         // seq_cst: a completer that reads head_ after raising its flag either sees this read or
-        // this reader sees the flag (channel_core's done check).
+        // this reader sees the flag (channel_core's done check); likewise a writer that
+        // announced itself as waiting for room sees this claim, or after_claim's look at the
+        // gate sees the writer (Dekker).
         if (head_.compare_exchange_weak(pos, pos + 1, std::memory_order_seq_cst, std::memory_order_relaxed)) {
+          after_claim();
           T* p = s.item();
           out.emplace(std::move(*p));
           p->~T();
-          // release: frees the slot for the writer one lap ahead. Where writers can wait for
-          // room, the lock-free reader orders this before its look at the gate with a seq_cst
-          // fence (channel_core::try_read_fast: Dekker with a writer that announced itself);
-          // an unbounded channel's writers never wait and need no fence.
+          // release: frees the slot for the writer one lap ahead. No fence after it: a writer
+          // that came to wait since the claim sees the claim and tries again once the slot is
+          // free instead of waiting (channel_core::start).
           s.seq.store(pos + mask_ + 1, std::memory_order_release);
           pos_out = pos;
           return true;
@@ -166,6 +176,10 @@ class channel_fast_ring {
     // seq_cst: pairs with the announce of a waiting reader that checks this.
     return slots_[pos & mask_].seq.load(std::memory_order_seq_cst) == pos + 1;
   }
+
+  /// Whether a reader has claimed a slot and not freed it yet, with no room for a write until it
+  /// does (the ring is full but for that slot).
+  bool read_in_progress() const noexcept { return count() < size() && !has_room(); }
 
   /// Whether a write would find a free slot (a hint).
   bool has_room() const noexcept {
