@@ -232,6 +232,33 @@ struct held_item {
   held_item& operator=(held_item&&) noexcept = default;
 };
 
+/// The other side runs on held_side and is held inside its window (hold). Runs wait_op on its own
+/// thread, lets it come to wait, releases the other side, and expects wait_op to complete. A
+/// waiter left waiting would never be served: after a generous guard the test fails instead of
+/// hanging, and unstick() releases the waiter.
+template <class WaitOp, class Unstick>
+void expect_the_waiter_completes(held_move& hold, std::thread& held_side, WaitOp wait_op, Unstick unstick) {
+  while (!hold.inside.load()) std::this_thread::yield();
+  // The other side has claimed its slot and found nobody waiting. The waiter's call does not
+  // return while the claim is unfinished, so it runs on a thread of its own.
+  std::atomic<bool> called{false};
+  std::atomic<bool> done{false};
+  std::thread waiter([&] {
+    called.store(true);
+    wait_op();
+    done.store(true);
+  });
+  while (!called.load()) std::this_thread::yield();
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // let it come to wait (not a timing assertion)
+  EXPECT_FALSE(done.load());
+  hold.release.store(true);
+  held_side.join();
+  for (int i = 0; i < 30000 && !done.load(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  EXPECT_TRUE(done.load()) << "the waiter was left waiting for what is in the channel";
+  if (!done.load()) unstick();
+  waiter.join();
+}
+
 template <class Wait>
 void reader_comes_to_wait_inside_the_window(Wait wait) {
   ring_warmup w(0);
@@ -242,27 +269,10 @@ void reader_comes_to_wait_inside_the_window(Wait wait) {
     hold.armed.store(true);
     EXPECT_TRUE(wr.try_write(std::move(item)));
   });
-  while (!hold.inside.load()) std::this_thread::yield();
-  // The writer has claimed its slot and found nobody waiting. The reader's call runs on its own
-  // thread: it does not return while the claimed item is unpublished.
-  std::atomic<bool> called{false};
-  std::atomic<bool> done{false};
   int got = -1;
-  std::thread reader([&, r = ch.reader()] {
-    called.store(true);
-    got = wait(r);
-    done.store(true);
-  });
-  while (!called.load()) std::this_thread::yield();
-  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // let it come to wait (not a timing assertion)
-  EXPECT_FALSE(done.load());
-  hold.release.store(true);
-  writer.join();
-  // A reader left waiting would never be served: fail instead of hanging.
-  for (int i = 0; i < 30000 && !done.load(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  EXPECT_TRUE(done.load()) << "the reader was left waiting for an item that is in the channel";
-  if (!done.load()) ch.writer().complete();  // releases it (a queued read fails or gets the item)
-  reader.join();
+  // Completing releases a reader left waiting (a queued read fails or gets the item).
+  expect_the_waiter_completes(
+      hold, writer, [&, r = ch.reader()] { got = wait(r); }, [&] { ch.writer().complete(); });
   EXPECT_EQ(got, 7);
 }
 
@@ -298,28 +308,15 @@ TEST(ChannelRing, a_write_that_comes_to_wait_while_a_read_is_claimed_but_unfreed
     ASSERT_TRUE(v.has_value());
     EXPECT_EQ(v->value, 0);
   });
-  while (!hold.inside.load()) std::this_thread::yield();
-  // The reader has claimed the oldest slot and found nobody waiting.
-  std::atomic<bool> called{false};
-  std::atomic<bool> done{false};
-  std::thread writer([&, wr = ch.writer()] {
-    called.store(true);
-    try {
-      tpl::sync_wait(wr.write_async(held_item(4, nullptr)));
-    } catch (const tpl::channel_closed&) {
-    }
-    done.store(true);
-  });
-  while (!called.load()) std::this_thread::yield();
-  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // let it come to wait (not a timing assertion)
-  EXPECT_FALSE(done.load());
-  hold.release.store(true);
-  reader.join();
-  // A writer left waiting would never be given the room: fail instead of hanging.
-  for (int i = 0; i < 30000 && !done.load(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  EXPECT_TRUE(done.load()) << "the writer was left waiting for room that is in the channel";
-  if (!done.load()) ch.writer().complete();  // releases it
-  writer.join();
+  expect_the_waiter_completes(
+      hold, reader,
+      [wr = ch.writer()] {
+        try {
+          tpl::sync_wait(wr.write_async(held_item(4, nullptr)));
+        } catch (const tpl::channel_closed&) {
+        }
+      },
+      [&] { ch.writer().complete(); });
   std::vector<int> rest;
   while (auto v = ch.reader().try_read()) rest.push_back(v->value);
   EXPECT_EQ(rest, iota(1, 5));
