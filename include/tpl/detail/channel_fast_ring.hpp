@@ -77,9 +77,9 @@ class channel_fast_ring {
     for (;;) {
       if ((pos & kClosed) != 0 && !past_close) return push_result::closed;
       slot& s = slots_[pos & mask_];
-      // seq_cst (acquire would do for the slot): a writer that announced itself as waiting in
-      // the channel's gate must see this slot freed, or the reader that freed it sees the writer
-      // (the reader fences between freeing and its look at the gate, see try_pop).
+      // seq_cst, though acquire would do for the slot: the handshake with a writer waiting for
+      // room goes through the reader's claim (head_'s CAS) and the waiter's look at the
+      // positions (read_in_progress), not through this load (see try_pop).
       const std::uint64_t seq = s.seq.load(std::memory_order_seq_cst);
       const auto diff = static_cast<std::int64_t>(seq - (pos & ~kClosed));
       if (diff == 0) {
@@ -123,7 +123,9 @@ class channel_fast_ring {
     for (;;) {
       if (pos & kFrozen) return false;
       slot& s = slots_[pos & mask_];
-      // seq_cst: acquires the item, and pairs with a waiting writer's announce (see try_push).
+      // seq_cst, though acquire would do: acquires the item. The handshake with a waiting
+      // reader goes through the writer's claim (tail_'s CAS) and the waiter's look at the
+      // positions (count), not through this load (see try_push).
       const std::uint64_t seq = s.seq.load(std::memory_order_seq_cst);
       const auto diff = static_cast<std::int64_t>(seq - (pos + 1));
       if (diff == 0) {
