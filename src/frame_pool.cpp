@@ -1,5 +1,6 @@
 // The slow paths of the coroutine frame pool: refilling from / spilling to the process-wide
 // transfer lists, and returning a thread's cache when the thread exits.
+#include <atomic>
 #include <mutex>
 
 #include "tpl/detail/frame_pool.hpp"
@@ -14,11 +15,15 @@ struct batch {
   std::uint32_t count = 0;
 };
 
-// One lock per size class; taken once per kFrameTransferBatch frames, never on the fast path.
+// One lock per size class; taken once per kFrameTransferBatch frames, never on the fast path, and
+// not at all by a thread that finds the list empty (a thread that builds a million frames at once
+// misses its cache on every frame: it reads size without the lock and goes to the system).
 struct transfer_list {
   std::mutex lock;
   batch batches[kMaxTransferBatchesPerClass];
-  std::size_t size = 0;
+  // Written under the lock; read without it only as a hint (relaxed): a batch added just after an
+  // empty reading is taken by the next miss, and nothing is lost either way.
+  std::atomic<std::size_t> size{0};
 };
 
 transfer_list& transfer(std::size_t c) {
@@ -55,8 +60,10 @@ struct exit_hook {
       transfer_list& t = transfer(c);
       {
         std::lock_guard g(t.lock);
-        if (t.size < kMaxTransferBatchesPerClass) {
-          t.batches[t.size++] = batch{head, n};
+        const std::size_t k = t.size.load(std::memory_order_relaxed);  // relaxed: under the lock
+        if (k < kMaxTransferBatchesPerClass) {
+          t.batches[k] = batch{head, n};
+          t.size.store(k + 1, std::memory_order_relaxed);
           head = nullptr;
         }
       }
@@ -78,9 +85,13 @@ void* frame_alloc_slow(std::size_t c) {
   if (cache.hook_state == 0) install_exit_hook();
   transfer_list& t = transfer(c);
   batch got;
-  {
+  if (t.size.load(std::memory_order_relaxed) > 0) {  // relaxed: a hint, see transfer_list
     std::lock_guard g(t.lock);
-    if (t.size > 0) got = t.batches[--t.size];
+    // relaxed: under the lock, which orders it with every other writer.
+    if (const std::size_t k = t.size.load(std::memory_order_relaxed); k > 0) {
+      got = t.batches[k - 1];
+      t.size.store(k - 1, std::memory_order_relaxed);
+    }
   }
   if (got.head != nullptr) {
     free_block* b = got.head;
@@ -118,8 +129,10 @@ void frame_free_slow(void* p, std::size_t c) {
   {
     transfer_list& t = transfer(c);
     std::lock_guard g(t.lock);
-    if (t.size < kMaxTransferBatchesPerClass) {
-      t.batches[t.size++] = batch{head, kFrameTransferBatch};
+    const std::size_t k = t.size.load(std::memory_order_relaxed);  // relaxed: under the lock
+    if (k < kMaxTransferBatchesPerClass) {
+      t.batches[k] = batch{head, kFrameTransferBatch};
+      t.size.store(k + 1, std::memory_order_relaxed);
       kept = true;
     }
   }

@@ -185,7 +185,7 @@ class [[nodiscard]] channel_operation
       this->outcome = detail::channel_outcome::ok;
       if constexpr (Op == detail::channel_op::write) {
         // The write is done; now and then the writer lets its worker's other work run.
-        if (core_->settings().capacity == detail::kUnboundedChannelCapacity && detail::unbounded_write_yields())
+        if (core_->capacity() == detail::kUnboundedChannelCapacity && detail::unbounded_write_yields())
           return false;
       }
       return true;

@@ -239,8 +239,21 @@ class channel_wake_list {
   channel_node* tail_ = nullptr;
 };
 
-/// A growable ring buffer (power-of-two slots). After it has grown to the channel's working size
-/// it never allocates again.
+/// The bookkeeping of a channel_ring, kept at the start of its slot block so that the ring itself
+/// is one pointer (every channel has one; a seed 001 chain has a million channels).
+struct channel_ring_header {
+  std::size_t mask;  ///< slots - 1
+  std::size_t head;
+  std::size_t size;
+};
+
+/// The header of every ring that has no slots yet: capacity mask + 1 == 0 (so the first push
+/// grows), size 0. Never written: nothing is pushed before the ring grows, nothing is popped from
+/// an empty ring.
+inline constinit channel_ring_header g_empty_channel_ring{std::numeric_limits<std::size_t>::max(), 0, 0};
+
+/// A growable ring buffer (power-of-two slots) in one block: the header, then the slots. After it
+/// has grown to the channel's working size it never allocates again.
 template <class T>
 class channel_ring {
  public:
@@ -248,55 +261,86 @@ class channel_ring {
   channel_ring(const channel_ring&) = delete;
   channel_ring& operator=(const channel_ring&) = delete;
   ~channel_ring() {
-    while (size_ != 0) (void)pop_front();
-    if (slots_ != nullptr) std::allocator<T>().deallocate(slots_, mask_ + 1);
+    while (h_->size != 0) (void)pop_front();
+    if (h_ != &g_empty_channel_ring) deallocate(h_);
   }
 
-  std::size_t size() const noexcept { return size_; }
-  bool empty() const noexcept { return size_ == 0; }
-  T& front() noexcept { return slots_[head_]; }
+  std::size_t size() const noexcept { return h_->size; }
+  bool empty() const noexcept { return h_->size == 0; }
+  T& front() noexcept { return slots(h_)[h_->head]; }
 
   void push_back(T&& v) {
-    if (size_ == capacity()) grow();
-    ::new (static_cast<void*>(slots_ + ((head_ + size_) & mask_))) T(std::move(v));
-    ++size_;
+    if (h_->size == h_->mask + 1) grow();  // the empty header's mask + 1 wraps to 0
+    channel_ring_header& h = *h_;
+    ::new (static_cast<void*>(slots(h_) + ((h.head + h.size) & h.mask))) T(std::move(v));
+    ++h.size;
   }
   T pop_front() noexcept {
-    T& slot = slots_[head_];
+    channel_ring_header& h = *h_;
+    T& slot = slots(h_)[h.head];
     T v(std::move(slot));
     slot.~T();
-    head_ = (head_ + 1) & mask_;
-    --size_;
+    h.head = (h.head + 1) & h.mask;
+    --h.size;
     return v;
   }
   T pop_back() noexcept {
-    T& slot = slots_[(head_ + size_ - 1) & mask_];
+    channel_ring_header& h = *h_;
+    T& slot = slots(h_)[(h.head + h.size - 1) & h.mask];
     T v(std::move(slot));
     slot.~T();
-    --size_;
+    --h.size;
     return v;
   }
 
  private:
-  std::size_t capacity() const noexcept { return slots_ == nullptr ? 0 : mask_ + 1; }
-  TPL_NOINLINE void grow() {  // out of line, so push_back inlines into the fast paths
-    const std::size_t new_capacity = slots_ == nullptr ? kChannelRingInitialSlots : 2 * capacity();
-    T* fresh = std::allocator<T>().allocate(new_capacity);
-    for (std::size_t i = 0; i < size_; ++i) {
-      T& slot = slots_[(head_ + i) & mask_];
-      ::new (static_cast<void*>(fresh + i)) T(std::move(slot));
-      slot.~T();
-    }
-    if (slots_ != nullptr) std::allocator<T>().deallocate(slots_, capacity());
-    slots_ = fresh;
-    mask_ = new_capacity - 1;
-    head_ = 0;
+  static constexpr std::size_t kSlotsOffset =
+      (sizeof(channel_ring_header) + alignof(T) - 1) / alignof(T) * alignof(T);
+  static constexpr std::size_t kBlockAlign =
+      alignof(T) > alignof(channel_ring_header) ? alignof(T) : alignof(channel_ring_header);
+  static constexpr bool kOverAligned = kBlockAlign > __STDCPP_DEFAULT_NEW_ALIGNMENT__;
+
+  static T* slots(channel_ring_header* h) noexcept {
+    return reinterpret_cast<T*>(reinterpret_cast<char*>(h) + kSlotsOffset);
+  }
+  static std::size_t block_bytes(std::size_t capacity) {
+    if (capacity > (std::numeric_limits<std::size_t>::max() - kSlotsOffset) / sizeof(T)) throw std::bad_alloc();
+    return kSlotsOffset + capacity * sizeof(T);
+  }
+  static channel_ring_header* allocate(std::size_t capacity) {
+    const std::size_t bytes = block_bytes(capacity);
+    void* p = kOverAligned ? ::operator new(bytes, std::align_val_t(kBlockAlign)) : ::operator new(bytes);
+    return ::new (p) channel_ring_header{capacity - 1, 0, 0};
+  }
+  static void deallocate(channel_ring_header* h) noexcept {
+    const std::size_t bytes = kSlotsOffset + (h->mask + 1) * sizeof(T);
+    h->~channel_ring_header();
+    if constexpr (kOverAligned)
+      ::operator delete(static_cast<void*>(h), bytes, std::align_val_t(kBlockAlign));
+    else
+      ::operator delete(static_cast<void*>(h), bytes);
   }
 
-  T* slots_ = nullptr;
-  std::size_t mask_ = 0;
-  std::size_t head_ = 0;
-  std::size_t size_ = 0;
+  TPL_NOINLINE void grow() {  // out of line, so push_back inlines into the fast paths
+    const std::size_t capacity = h_->mask + 1;  // 0 for the empty header
+    if (capacity == 0) {
+      h_ = allocate(kChannelRingInitialSlots);
+      return;
+    }
+    channel_ring_header* fresh = allocate(2 * capacity);
+    T* from = slots(h_);
+    T* to = slots(fresh);
+    for (std::size_t i = 0; i < h_->size; ++i) {
+      T& slot = from[(h_->head + i) & h_->mask];
+      ::new (static_cast<void*>(to + i)) T(std::move(slot));
+      slot.~T();
+    }
+    fresh->size = h_->size;
+    deallocate(h_);
+    h_ = fresh;
+  }
+
+  channel_ring_header* h_ = &g_empty_channel_ring;
 };
 
 struct channel_settings {
@@ -314,10 +358,12 @@ class channel_core final : public pooled_allocation {
   using fast_ring = channel_fast_ring<T>;
 
   channel_core(channel_settings settings, std::function<void(T)> item_dropped)
-      : settings_(settings), ring_warmup_(channel_fast_ring_warmup.load(std::memory_order_relaxed)) {
+      : capacity_(settings.capacity),
+        ring_warmup_(channel_fast_ring_warmup.load(std::memory_order_relaxed)),
+        mode_(pack_mode(settings)) {
     // Kept out of line: most channels have no callback, and the core stays small (a seed 001 chain
-    // makes a million channels).
-    if (item_dropped) item_dropped_ = std::make_unique<std::function<void(T)>>(std::move(item_dropped));
+    // makes a million channels). relaxed: nobody else sees the core yet.
+    if (item_dropped) cold_.store(new cold_state{{}, {}, std::move(item_dropped)}, std::memory_order_relaxed);
     if (ring_warmup_ == 0 && ring_eligible()) enable_ring_locked();  // nobody else sees the core yet
   }
   channel_core(const channel_core&) = delete;
@@ -332,8 +378,10 @@ class channel_core final : public pooled_allocation {
         while (!q->empty()) resolve(wake, take_front(*q), channel_outcome::failed, make_channel_destroyed());
     }
     wake.wake_all(false);
-    if (completion_ && !done_) completion_->try_set_exception(make_channel_destroyed());
-    delete ring_.load(std::memory_order_relaxed);  // relaxed: the last owner, nobody else is here
+    // relaxed: the last owner, nobody else is here.
+    std::unique_ptr<cold_state> cold(cold_.load(std::memory_order_relaxed));
+    if (cold && cold->completion && !done_) cold->completion->try_set_exception(make_channel_destroyed());
+    delete ring_.load(std::memory_order_relaxed);
   }
 
   // relaxed: a new handle is copied from a live one, which keeps the count above zero.
@@ -343,7 +391,11 @@ class channel_core final : public pooled_allocation {
     if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
   }
 
-  const channel_settings& settings() const noexcept { return settings_; }
+  channel_settings settings() const noexcept {
+    return channel_settings{capacity_, full_mode(), has_mode(kSingleReader), has_mode(kSingleWriter),
+                            has_mode(kSynchronous)};
+  }
+  std::size_t capacity() const noexcept { return capacity_; }
 
   // ---- writer side ---------------------------------------------------------------------------
 
@@ -369,7 +421,7 @@ class channel_core final : public pooled_allocation {
     // relaxed: the gate changes only under the lock, which we hold.
     const std::uint32_t now = gate_.load(std::memory_order_relaxed);
     if (now == kLockedMode) {
-      if (items_.size() >= settings_.capacity) return false;
+      if (items_.size() >= capacity_) return false;
       items_.push_back(std::move(item));
       count_write_locked();
       return true;
@@ -392,9 +444,9 @@ class channel_core final : public pooled_allocation {
     {
       std::lock_guard g(lock_);
       r = write_locked(item, wake, dropped);
-      if (r == write_result::closed) closed_error = error_;
+      if (r == write_result::closed) closed_error = error_locked();
     }
-    finish(wake, dropped, false, settings_.synchronous_continuations);
+    finish(wake, dropped, false, has_mode(kSynchronous));
     if (r == write_result::closed) throw_channel_closed(closed_error);
     return r == write_result::written;
   }
@@ -405,18 +457,18 @@ class channel_core final : public pooled_allocation {
     {
       std::lock_guard g(lock_);
       if (completed_) return false;
+      if (error) cold_locked().error = std::move(error);  // may throw bad_alloc: nothing changed yet
       completed_ = true;
-      error_ = std::move(error);
       // seq_cst, then the ring's close and the done check below (seq_cst loads): a lock-free
       // reader that took the last item either is seen by the check or sees kCompleted and comes
       // to the lock to finish the channel itself.
       gate_.fetch_or(kCompleted, std::memory_order_seq_cst);
       if (ring()) ring()->close();
-      while (!writers_.empty()) resolve(wake, take_front(writers_), channel_outcome::closed, error_);
-      while (!write_waiters_.empty()) resolve(wake, take_front(write_waiters_), channel_outcome::closed, error_);
+      while (!writers_.empty()) resolve(wake, take_front(writers_), channel_outcome::closed, error_locked());
+      while (!write_waiters_.empty()) resolve(wake, take_front(write_waiters_), channel_outcome::closed, error_locked());
       if (buffer_empty_locked()) now_done = mark_done_locked(wake);
     }
-    const bool synchronous = settings_.synchronous_continuations;
+    const bool synchronous = has_mode(kSynchronous);
     finish_done(now_done);
     wake.wake_all(synchronous);
     return true;
@@ -490,7 +542,7 @@ class channel_core final : public pooled_allocation {
       std::lock_guard g(lock_);
       r = read_locked(out, wake, now_done);
     }
-    const bool synchronous = settings_.synchronous_continuations;
+    const bool synchronous = has_mode(kSynchronous);
     finish_done(now_done);
     wake.wake_all(synchronous);
     return r == read_result::taken;
@@ -517,13 +569,14 @@ class channel_core final : public pooled_allocation {
 
   task<> completion() {
     std::lock_guard g(lock_);
-    if (!completion_) {
-      if (done_) return error_ ? task_from_exception(error_) : completed_task();
-      completion_ = std::make_unique<task_completion_source<>>(
-          settings_.synchronous_continuations ? task_creation_options::none
-                                              : task_creation_options::run_continuations_asynchronously);
+    cold_state* cold = cold_.load(std::memory_order_relaxed);  // relaxed: written under the lock
+    if (cold == nullptr || !cold->completion) {
+      if (done_) return error_locked() ? task_from_exception(error_locked()) : completed_task();
+      cold_locked().completion = std::make_unique<task_completion_source<>>(
+          has_mode(kSynchronous) ? task_creation_options::none
+                                 : task_creation_options::run_continuations_asynchronously);
     }
-    return completion_->get_task();
+    return cold_.load(std::memory_order_relaxed)->completion->get_task();
   }
 
   // ---- asynchronous operations ---------------------------------------------------------------
@@ -532,7 +585,7 @@ class channel_core final : public pooled_allocation {
   /// set; the caller continues without suspending). Otherwise, if may_queue, the node is queued
   /// (it will be resolved and resumed later) and false is returned; if not, nothing happened.
   bool start(channel_op op, channel_node& node, bool may_queue) {
-    const bool synchronous = settings_.synchronous_continuations;
+    const bool synchronous = has_mode(kSynchronous);
     for (;;) {
       channel_wake_list wake;
       std::optional<T> dropped;
@@ -692,8 +745,8 @@ class channel_core final : public pooled_allocation {
 
   bool ring_eligible() const noexcept {
     // (T is nothrow move constructible: tpl::channel requires it, and the ring relies on it.)
-    return settings_.capacity >= 2 &&
-           (settings_.capacity == kUnboundedChannelCapacity || settings_.full_mode == bounded_channel_full_mode::wait);
+    return capacity_ >= 2 &&
+           (capacity_ == kUnboundedChannelCapacity || full_mode() == bounded_channel_full_mode::wait);
   }
 
   /// Counts a write taken under the lock; the warm-up's last one moves the channel to the ring.
@@ -703,8 +756,8 @@ class channel_core final : public pooled_allocation {
 
   TPL_NOINLINE void enable_ring_locked() {
     std::size_t slots = kChannelFastRingMaxSlots;
-    while (slots > settings_.capacity) slots /= 2;  // the largest power of two within capacity
-    if (settings_.capacity == kUnboundedChannelCapacity) {
+    while (slots > capacity_) slots /= 2;  // the largest power of two within capacity
+    if (capacity_ == kUnboundedChannelCapacity) {
       slots = kChannelFastRingFirstUnboundedSlots;
       while (slots < items_.size()) slots *= 2;  // room for every buffered item: no overflow
     }
@@ -745,8 +798,8 @@ class channel_core final : public pooled_allocation {
 
   /// How many items may wait behind the ring.
   std::size_t overflow_capacity() const noexcept {
-    return settings_.capacity == kUnboundedChannelCapacity ? kUnboundedChannelCapacity
-                                                            : settings_.capacity - ring()->size();
+    return capacity_ == kUnboundedChannelCapacity ? kUnboundedChannelCapacity
+                                                            : capacity_ - ring()->size();
   }
 
   /// Moves overflow items (oldest first) into the ring while it has room; clears kOverflow once
@@ -766,13 +819,13 @@ class channel_core final : public pooled_allocation {
   /// Puts item into the buffer if it has room (item moved from only then).
   bool push_buffer_locked(T& item) {
     if (!ring()) {
-      if (items_.size() >= settings_.capacity) return false;
+      if (items_.size() >= capacity_) return false;
       items_.push_back(std::move(item));
       return true;
     }
     if (items_.empty()) {
       if (ring()->try_push(item) == fast_ring::push_result::ok) return true;
-      if (settings_.capacity == kUnboundedChannelCapacity) {
+      if (capacity_ == kUnboundedChannelCapacity) {
         // An unbounded channel outgrew its ring: a twice larger one takes its items (the lock-free
         // paths stay lock-free at any backlog, instead of queuing behind the lock).
         (void)grow_ring_locked()->try_push(item);  // has room
@@ -833,12 +886,12 @@ class channel_core final : public pooled_allocation {
   }
 
   bool has_room_locked() const noexcept {
-    if (settings_.capacity == 0) return !readers_.empty();
-    if (settings_.full_mode != bounded_channel_full_mode::wait) return true;
+    if (capacity_ == 0) return !readers_.empty();
+    if (full_mode() != bounded_channel_full_mode::wait) return true;
     // Counted, not looked for in the ring: with the overflow full the ring may have room that a
     // write reaches by moving the overflow up first (push_buffer_locked). (Unbounded: the
     // capacity is the largest size_t, always above the count.)
-    return buffer_size_locked() < settings_.capacity;
+    return buffer_size_locked() < capacity_;
   }
 
   // ---- lock-free readers and writers that found someone waiting ------------------------------
@@ -868,7 +921,7 @@ class channel_core final : public pooled_allocation {
       if (completed_ && !done_ && buffer_empty_locked()) now_done = mark_done_locked(wake);
     }
     finish_done(now_done);
-    wake.wake_all(settings_.synchronous_continuations);
+    wake.wake_all(has_mode(kSynchronous));
   }
 
   /// Blocked readers (oldest first) take buffered items (with a ring: items that were being
@@ -909,14 +962,14 @@ class channel_core final : public pooled_allocation {
       resolve(wake, r, channel_outcome::ok, nullptr);
       return write_result::written;
     }
-    if (settings_.capacity == 0) return write_result::full;
+    if (capacity_ == 0) return write_result::full;
     if (push_buffer_locked(item)) {
       serve_readers_locked(wake);
       wake_waiters_locked(read_waiters_, wake);
       if (!ring()) count_write_locked();
       return write_result::written;
     }
-    switch (settings_.full_mode) {  // full (only a channel without a ring drops)
+    switch (full_mode()) {  // full (only a channel without a ring drops)
       case bounded_channel_full_mode::wait:
         return write_result::full;
       case bounded_channel_full_mode::drop_write:
@@ -970,7 +1023,7 @@ class channel_core final : public pooled_allocation {
           case read_result::taken:
             return finish(channel_outcome::ok, nullptr);
           case read_result::closed:
-            return finish(channel_outcome::closed, error_);
+            return finish(channel_outcome::closed, error_locked());
           case read_result::empty:
             return false;
         }
@@ -983,7 +1036,7 @@ class channel_core final : public pooled_allocation {
             n.item.reset();
             return finish(channel_outcome::ok, nullptr);
           case write_result::closed:
-            return finish(channel_outcome::closed, error_);
+            return finish(channel_outcome::closed, error_locked());
           case write_result::full:
             return false;
         }
@@ -991,10 +1044,10 @@ class channel_core final : public pooled_allocation {
       }
       case channel_op::wait_to_read:
         if (buffer_has_ready_locked() || !writers_.empty()) return finish(channel_outcome::ok, nullptr);
-        if (completed_ && buffer_empty_locked()) return finish(channel_outcome::closed, error_);
+        if (completed_ && buffer_empty_locked()) return finish(channel_outcome::closed, error_locked());
         return false;
       case channel_op::wait_to_write:
-        if (completed_) return finish(channel_outcome::closed, error_);
+        if (completed_) return finish(channel_outcome::closed, error_locked());
         if (has_room_locked()) return finish(channel_outcome::ok, nullptr);
         return false;
     }
@@ -1003,7 +1056,7 @@ class channel_core final : public pooled_allocation {
 
   void enqueue_locked(channel_op op, channel_node& node, channel_wake_list& wake) {
     const bool reader_side = is_read_side(op);
-    if (reader_side && settings_.single_reader && (!readers_.empty() || !read_waiters_.empty())) {
+    if (reader_side && has_mode(kSingleReader) && (!readers_.empty() || !read_waiters_.empty())) {
       node.state = channel_node_state::resolved;
       node.outcome = channel_outcome::failed;
       node.error = make_channel_misuse(
@@ -1011,7 +1064,7 @@ class channel_core final : public pooled_allocation {
           "channel (single_reader promises at most one reading operation at a time)");
       return;
     }
-    if (!reader_side && settings_.single_writer && (!writers_.empty() || !write_waiters_.empty())) {
+    if (!reader_side && has_mode(kSingleWriter) && (!writers_.empty() || !write_waiters_.empty())) {
       node.state = channel_node_state::resolved;
       node.outcome = channel_outcome::failed;
       node.error = make_channel_misuse(
@@ -1021,7 +1074,7 @@ class channel_core final : public pooled_allocation {
     }
     node.state = channel_node_state::queued;
     queue_of(op).push_back(&node);  // counted in the gate by start()'s announce
-    if (settings_.capacity == 0) {
+    if (capacity_ == 0) {
       // Rendezvous: a waiting reader is room for a writer, a waiting writer an item for a reader.
       if (op == channel_op::read || op == channel_op::next) wake_waiters_locked(write_waiters_, wake);
       if (op == channel_op::write) wake_waiters_locked(read_waiters_, wake);
@@ -1031,9 +1084,11 @@ class channel_core final : public pooled_allocation {
   /// Completed and drained: every reader learns it. Returns true (the completion task is due).
   bool mark_done_locked(channel_wake_list& wake) noexcept {
     done_ = true;
-    while (!readers_.empty()) resolve(wake, take_front(readers_), channel_outcome::closed, error_);
-    while (!read_waiters_.empty()) resolve(wake, take_front(read_waiters_), channel_outcome::closed, error_);
-    return completion_ != nullptr;
+    while (!readers_.empty()) resolve(wake, take_front(readers_), channel_outcome::closed, error_locked());
+    while (!read_waiters_.empty()) resolve(wake, take_front(read_waiters_), channel_outcome::closed, error_locked());
+    // relaxed: written only under the lock, which we hold.
+    const cold_state* c = cold_.load(std::memory_order_relaxed);
+    return c != nullptr && c->completion != nullptr;
   }
 
   /// After the lock: the item-dropped callback, the completion task, then the wake-ups, last
@@ -1045,41 +1100,94 @@ class channel_core final : public pooled_allocation {
       ~waker() { wake.wake_all(synchronous); }
     } guard{wake, synchronous};
     finish_done(now_done);
-    if (dropped && item_dropped_ != nullptr) (*item_dropped_)(std::move(*dropped));
+    if (dropped) {
+      // acquire: pairs with cold_locked()'s release (the constructor's store is published with
+      // the core itself). The callback is set by the constructor only.
+      const cold_state* c = cold_.load(std::memory_order_acquire);
+      if (c != nullptr && c->item_dropped) c->item_dropped(std::move(*dropped));
+    }
   }
 
   void finish_done(bool now_done) noexcept {
     if (!now_done) return;
-    // completion_ and error_ no longer change once done_ is set.
-    if (error_)
-      completion_->try_set_exception(error_);
+    // The completion source and the error no longer change once done_ is set; now_done means the
+    // source exists. acquire: pairs with cold_locked()'s release (we also set done_ under the lock).
+    const cold_state* c = cold_.load(std::memory_order_acquire);
+    if (c->error)
+      c->completion->try_set_exception(c->error);
     else
-      completion_->try_set_result();
+      c->completion->try_set_result();
   }
 
-  // The lock-free paths read the gate and ring_ on every operation; the locked paths write the
-  // lock and items_ on every operation (in overflow, a producer takes the lock per item while
-  // its consumer reads the ring). The two groups are 64 bytes apart, so never on one cache line.
-  // Between them: what changes rarely.
+  // What a channel rarely needs, out of line so that the core stays small (a seed 001 chain has a
+  // million channels): made by the constructor when there is an item-dropped callback, else by the
+  // first completion() call or completion with an error.
+  struct cold_state {
+    std::exception_ptr error;  // the completion error; no longer changes once completed_ is set
+    std::unique_ptr<task_completion_source<>> completion;  // made by the first completion() call
+    std::function<void(T)> item_dropped;                   // set by the constructor only
+  };
+
+  static constexpr std::uint8_t kFullModeBits = 3;  // bounded_channel_full_mode, 2 bits
+  static constexpr std::uint8_t kSingleReader = 4;
+  static constexpr std::uint8_t kSingleWriter = 8;
+  static constexpr std::uint8_t kSynchronous = 16;
+  static_assert(static_cast<std::uint8_t>(bounded_channel_full_mode::drop_write) <= kFullModeBits);
+
+  static std::uint8_t pack_mode(const channel_settings& s) noexcept {
+    return static_cast<std::uint8_t>(static_cast<std::uint8_t>(s.full_mode) | (s.single_reader ? kSingleReader : 0) |
+                                     (s.single_writer ? kSingleWriter : 0) |
+                                     (s.synchronous_continuations ? kSynchronous : 0));
+  }
+  bool has_mode(std::uint8_t bit) const noexcept { return (mode_ & bit) != 0; }
+  bounded_channel_full_mode full_mode() const noexcept {
+    return static_cast<bounded_channel_full_mode>(mode_ & kFullModeBits);
+  }
+
+  /// The cold state, made if need be (under the lock; may throw bad_alloc before changing anything).
+  cold_state& cold_locked() {
+    // relaxed: written only under the lock, which we hold.
+    cold_state* c = cold_.load(std::memory_order_relaxed);
+    if (c == nullptr) {
+      c = new cold_state{};
+      // release: finish() reads it without the lock (acquire).
+      cold_.store(c, std::memory_order_release);
+    }
+    return *c;
+  }
+  /// The completion error (null if none or not completed). Under the lock.
+  const std::exception_ptr& error_locked() const noexcept {
+    static const std::exception_ptr none;
+    // relaxed: written only under the lock, which we hold.
+    const cold_state* c = cold_.load(std::memory_order_relaxed);
+    return c != nullptr ? c->error : none;
+  }
+
+  // 88 bytes in all (one frame pool class; a seed 001 chain makes a million cores). The lock-free
+  // paths read the gate and the ring pointers on every operation; the locked paths write the lock
+  // on every operation (in overflow, a producer takes the lock per item while its consumer reads
+  // the ring). The lock is 64 bytes or more after every field the lock-free paths read, so never
+  // on one cache line with them; what changes rarely sits between. The locked buffer's indexes
+  // live in its own block (channel_ring), not here.
   std::atomic<std::uint32_t> gate_{kLockedMode};
   std::atomic<std::uint32_t> refs_{1};
   // Set under the lock: first published through the gate (kLockedMode's removal), later replaced
   // by a larger one when an unbounded channel outgrows it; owns the rings it replaced.
   std::atomic<fast_ring*> ring_{nullptr};
   std::atomic<fast_ring*> read_ring_{nullptr};  // see rring()
-  const channel_settings settings_;  // read by the fast paths
-  std::exception_ptr error_;
-  std::unique_ptr<task_completion_source<>> completion_;  // made by the first completion() call
-  std::unique_ptr<std::function<void(T)>> item_dropped_;
-  mutable spin_lock lock_;
-  bool completed_ = false;  // no more writes
-  bool done_ = false;       // completed and drained
-  std::uint32_t ring_warmup_;  // writes under the lock left before the ring
-  channel_ring<T> items_;   // the buffer without a ring; the overflow with one
+  const std::size_t capacity_;                  // read by the fast paths
+  // Set once (under the lock, or by the constructor), deleted by the destructor.
+  std::atomic<cold_state*> cold_{nullptr};
   channel_node_queue readers_;        // read_async / next_async, FIFO
   channel_node_queue writers_;        // write_async blocked with their item, FIFO
   channel_node_queue read_waiters_;   // wait_to_read_async
   channel_node_queue write_waiters_;  // wait_to_write_async
+  channel_ring<T> items_;             // the buffer without a ring; the overflow with one
+  std::uint32_t ring_warmup_;         // writes under the lock left before the ring
+  mutable spin_lock lock_;
+  bool completed_ = false;    // no more writes
+  bool done_ = false;         // completed and drained
+  const std::uint8_t mode_;   // the other settings: full mode and kSingleReader/Writer, kSynchronous
 };
 
 }  // namespace detail
