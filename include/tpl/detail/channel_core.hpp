@@ -313,12 +313,12 @@ class channel_ring {
     return ::new (p) channel_ring_header{capacity - 1, 0, 0};
   }
   static void deallocate(channel_ring_header* h) noexcept {
-    const std::size_t bytes = kSlotsOffset + (h->mask + 1) * sizeof(T);
     h->~channel_ring_header();
+    // Unsized: clang 16 declares the sized forms only with -fsized-deallocation.
     if constexpr (kOverAligned)
-      ::operator delete(static_cast<void*>(h), bytes, std::align_val_t(kBlockAlign));
+      ::operator delete(static_cast<void*>(h), std::align_val_t(kBlockAlign));
     else
-      ::operator delete(static_cast<void*>(h), bytes);
+      ::operator delete(static_cast<void*>(h));
   }
 
   TPL_NOINLINE void grow() {  // out of line, so push_back inlines into the fast paths
@@ -416,7 +416,8 @@ class channel_core final : public pooled_allocation {
       if (seen >= kWaitUnit) service();  // the item is published now
       return true;
     }
-    if (g != kLockedMode && g != kOverflow) return false;
+    // A rendezvous channel buffers nothing: only the general path can hand an item over.
+    if ((g != kLockedMode && g != kOverflow) || capacity_ == 0) return false;
     std::lock_guard l(lock_);
     // relaxed: the gate changes only under the lock, which we hold.
     const std::uint32_t now = gate_.load(std::memory_order_relaxed);
@@ -495,7 +496,8 @@ class channel_core final : public pooled_allocation {
       if (g != 0 && needs_service_after_read(g, pos)) service();  // the slot is free now
       return true;
     }
-    if ((g & ~kCompleted) != kLockedMode) return false;
+    // A rendezvous channel buffers nothing: only the general path can take a waiting writer's item.
+    if ((g & ~kCompleted) != kLockedMode || capacity_ == 0) return false;
     std::lock_guard l(lock_);
     g = gate_.load(std::memory_order_relaxed);  // relaxed: changes only under the lock we hold
     // Nobody waits; the last item of a completed channel finishes it: the general path.
@@ -603,8 +605,12 @@ class channel_core final : public pooled_allocation {
           // Announce before the attempt (seq_cst, the waiter's half of the Dekker handshake):
           // a lock-free write that claims its slot after this sees us waiting and comes to the
           // lock to serve us once its item is in; a read that frees room after our attempt
-          // does the same for a writer. Taken back below unless the node stays queued.
-          if (may_queue) gate_.fetch_add(kWaitUnit, std::memory_order_seq_cst);
+          // does the same for a writer. Taken back below unless the node stays queued. Without
+          // a ring every operation takes the lock, so there is nobody to announce to: the node
+          // is counted only if it is queued (two locked instructions fewer per operation).
+          // relaxed: the gate changes only under the lock, which we hold.
+          const bool announce = may_queue && (gate_.load(std::memory_order_relaxed) & kLockedMode) == 0;
+          if (announce) gate_.fetch_add(kWaitUnit, std::memory_order_seq_cst);
           resolved_now = attempt_locked(op, node, wake, dropped, now_done);
           if (!resolved_now && may_queue) {
             // An item claimed on the ring but not yet published (or, for a write, a slot
@@ -612,12 +618,14 @@ class channel_core final : public pooled_allocation {
             // the gate before our announce and then would not serve us. It is a few
             // instructions from done; try again then instead of waiting for it.
             in_progress = claim_in_progress_locked(op);
-            if (!in_progress) enqueue_locked(op, node, wake);
+            if (!in_progress) {
+              enqueue_locked(op, node, wake);
+              if (!announce && node.state == channel_node_state::queued) gate_count_locked(+1);
+            }
           }
           if (node.state == channel_node_state::resolved) resolved_now = true;  // misuse reported
-          // relaxed: lowering the count only sends fewer operations to the lock; under the lock.
-          if (may_queue && node.state != channel_node_state::queued)
-            gate_.fetch_sub(kWaitUnit, std::memory_order_relaxed);
+          // Lowering the count only sends fewer operations to the lock.
+          if (announce && node.state != channel_node_state::queued) gate_count_locked(-1);
         }
         // Once our node is queued, another thread may resume our coroutine, which may drop the
         // last handle: the nodes we still have to wake keep the core alive through this reference.
@@ -699,13 +707,20 @@ class channel_core final : public pooled_allocation {
   // Nodes leave the four queues only through these two (and join them only in enqueue_locked,
   // announced by start()), which keeps the gate's count exact.
   channel_node* take_front(channel_node_queue& q) noexcept {
-    // relaxed: lowering the count only sends fewer operations to the lock; under the lock.
-    gate_.fetch_sub(kWaitUnit, std::memory_order_relaxed);
+    gate_count_locked(-1);  // lowering the count only sends fewer operations to the lock
     return q.pop_front();
   }
   void unlink(channel_node_queue& q, channel_node* n) noexcept {
-    gate_.fetch_sub(kWaitUnit, std::memory_order_relaxed);  // relaxed: as in take_front
+    gate_count_locked(-1);  // as in take_front
     q.remove(n);
+  }
+
+  /// Counts one node more (+1) or less (-1) in the gate. Under the lock: the gate changes only
+  /// under it, so a load and a store (relaxed: a count the lock-free paths read as a hint to come
+  /// to the lock, as a relaxed read-modify-write would be) do without a locked instruction.
+  void gate_count_locked(int delta) noexcept {
+    const std::uint32_t g = gate_.load(std::memory_order_relaxed);
+    gate_.store(delta > 0 ? g + kWaitUnit : g - kWaitUnit, std::memory_order_relaxed);
   }
 
   static void resolve(channel_wake_list& wake, channel_node* n, channel_outcome outcome,
@@ -1073,7 +1088,7 @@ class channel_core final : public pooled_allocation {
       return;
     }
     node.state = channel_node_state::queued;
-    queue_of(op).push_back(&node);  // counted in the gate by start()'s announce
+    queue_of(op).push_back(&node);  // counted in the gate by start()
     if (capacity_ == 0) {
       // Rendezvous: a waiting reader is room for a writer, a waiting writer an item for a reader.
       if (op == channel_op::read || op == channel_op::next) wake_waiters_locked(write_waiters_, wake);
