@@ -317,9 +317,21 @@ struct thread_pool::impl {
     // release: whoever takes the item (the owner's exchange, a thief's acquire CAS) sees the
     // coroutine's state as it was when it was queued. The old occupant was put there by this
     // thread, so reading it needs no acquire.
-    if (void* old = self.next.exchange(item, std::memory_order_release)) self.local.push(old);
-    // The usual wake protocol: a spinning worker exists afterwards (if any is idle), so an item
-    // left here by an owner that then runs long is taken after the grace period.
+    if (void* old = self.next.exchange(item, std::memory_order_release)) {
+      self.local.push(old);
+      after_push();  // the deque's item: the full wake protocol
+      return;
+    }
+    // The slot's item is ours to run next (find_work takes it first; the worker does not stop or
+    // park while it holds one). Others take it only to rescue it from an owner stuck in a long
+    // item, and that rescue is opportunistic even after the fence: a spinner that stops spinning
+    // or parks does not look at next slots. So a spinner seen without the fence (relaxed: a
+    // hint, like the load after it would be) serves as well, and a chain of hand-offs, which
+    // keeps a spinner busy watching, skips the fence that would wait here for the woken node's
+    // cache lines (about 10% of a seed 001 chain link).
+    if (spinning.load(std::memory_order_relaxed) != 0) return;
+    // Otherwise the usual wake protocol: a spinning worker exists afterwards (if any is idle), so
+    // an item left here by an owner that then runs long is taken after the grace period.
     after_push();
   }
 
