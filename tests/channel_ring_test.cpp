@@ -322,6 +322,42 @@ TEST(ChannelRing, a_write_that_comes_to_wait_while_a_read_is_claimed_but_unfreed
   EXPECT_EQ(rest, iota(1, 5));
 }
 
+// The same window, released at varied moments: the write, retrying while the read's slot is
+// claimed, must also retry when the slot is freed between its failed attempt and its look at the
+// claim (the reader looked at the gate before the write counted itself there, so it will not
+// serve a queued write). Before the fix the look asked for "claimed and still no room" and the
+// write queued itself in that gap; about one run in thirty of the test above hit it.
+TEST(ChannelRing, a_write_retrying_on_a_claimed_slot_is_not_left_waiting_when_the_slot_frees_meanwhile) {
+  ring_warmup w(0);
+  const int rounds = tpl_test::scaled(2000, 300);
+  for (int round = 0; round < rounds; ++round) {
+    auto ch = tpl::make_bounded_channel<held_item>(4);
+    held_move hold;
+    for (int i = 0; i < 4; ++i) ASSERT_TRUE(ch.writer().try_write(held_item(i, &hold)));
+    hold.armed.store(true);
+    std::thread reader([&, r = ch.reader()] { EXPECT_TRUE(r.try_read().has_value()); });
+    while (!hold.inside.load()) std::this_thread::yield();
+    std::atomic<bool> done{false};
+    std::thread waiter([&, wr = ch.writer()] {
+      try {
+        tpl::sync_wait(wr.write_async(held_item(4, nullptr)));
+      } catch (const tpl::channel_closed&) {
+      }
+      done.store(true);
+    });
+    // Release after a varied number of spins: now before the write arrives, now while it retries.
+    for (int spin = 0; spin < (round * 37) % 2000; ++spin) TPL_CPU_RELAX();
+    hold.release.store(true);
+    reader.join();
+    for (int i = 0; i < 10000 && !done.load(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    const bool completed = done.load();
+    if (!completed) ch.writer().complete();  // unsticks the waiter
+    waiter.join();
+    ASSERT_TRUE(completed) << "round " << round << ": the write was left waiting for room that is there";
+    EXPECT_EQ(ch.reader().count(), 4u);
+  }
+}
+
 // ---- several threads ----------------------------------------------------------------------------
 
 struct stamped {

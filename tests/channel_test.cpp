@@ -474,6 +474,45 @@ TEST(ChannelCancellation, canceled_waits_to_read_and_to_write_fail) {
   EXPECT_EQ(drain(ch.reader()), std::vector<int>{0});
 }
 
+// The operation holds the only token: the source is the only other owner of its state.
+tpl::task<int> read_with_own_token(tpl::channel_reader<int> r, tpl::cancellation_token_source& source) {
+  co_return co_await r.read_async(source.token());
+}
+
+TEST(ChannelCancellation, a_waiting_read_outlives_its_token_source) {
+  // A waiting operation keeps its registration, not its token (they share storage): the linked
+  // registration must keep the token's state alive once the source is gone (ASan: no use after
+  // free when the read completes and unregisters).
+  auto ch = tpl::make_unbounded_channel<int>();
+  auto source = std::make_unique<tpl::cancellation_token_source>();
+  auto r = read_with_own_token(ch.reader(), *source);
+  source.reset();
+  ASSERT_TRUE(ch.writer().try_write(7));
+  EXPECT_EQ(r.get(), 7);
+}
+
+TEST(ChannelCancellation, a_moved_operation_keeps_its_token) {
+  auto ch = tpl::make_unbounded_channel<int>();
+  tpl::cancellation_token_source cts;
+  auto op = ch.reader().read_async(cts.token());
+  auto t = std::move(op).as_task();
+  cts.cancel();
+  EXPECT_TRUE(holds<tpl::operation_canceled>(exception_of_await(t).get()));
+  ASSERT_TRUE(ch.writer().try_write(1));
+  EXPECT_EQ(drain(ch.reader()), std::vector<int>{1});  // the canceled read took nothing
+}
+
+TEST(ChannelLayout, the_core_and_the_awaiters_stay_small) {
+  // A seed 001 chain makes a million channel cores and two awaiters per coroutine frame (g++
+  // gives each co_await its own): these sizes are its bytes per link. 64-bit targets.
+  if constexpr (sizeof(void*) == 8) {
+    EXPECT_LE(sizeof(tpl::detail::channel_core<int>), 88u);
+    EXPECT_LE(sizeof(tpl::channel_read_operation<int>), 56u);
+    EXPECT_LE(sizeof(tpl::channel_write_operation<int>), 56u);
+    EXPECT_LE(sizeof(tpl::channel_wait_to_read_operation<int>), 48u);
+  }
+}
+
 TEST(ChannelCancellation, racing_cancellations_lose_no_item) {
   // Readers with tokens canceled from another thread while a writer feeds them: every item
   // written is either read by a reader that succeeded or still in the channel.

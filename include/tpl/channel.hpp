@@ -145,18 +145,19 @@ class [[nodiscard]] channel_operation
  public:
   using result_type = detail::channel_await_result_t<T, Op>;
 
-  channel_operation(detail::channel_core<T>* core, cancellation_token token) noexcept
-      : core_(core), token_(std::move(token)) {}
+  channel_operation(detail::channel_core<T>* core, cancellation_token token) noexcept : core_(core) {
+    this->token = std::move(token);
+  }
   template <class U>
-  channel_operation(detail::channel_core<T>* core, cancellation_token token, U&& item)
-      : core_(core), token_(std::move(token)) {
+  channel_operation(detail::channel_core<T>* core, cancellation_token token, U&& item) : core_(core) {
+    this->token = std::move(token);
     this->item.emplace(static_cast<U&&>(item));
   }
   /// Moves an operation that was not awaited yet (to pass it on, e.g. into as_task()).
-  channel_operation(channel_operation&& o)
-      : node_t(), core_(o.core_), token_(o.token_) {
+  channel_operation(channel_operation&& o) : node_t(), core_(o.core_) {
     if (o.state != detail::channel_node_state::idle || o.core_ == nullptr)
       detail::throw_channel_misuse("tpl: channel operation moved after it was awaited");
+    this->token = o.token;  // an operation not awaited yet holds its token, not a registration
     if constexpr (detail::channel_op_carries_item<Op>) this->item = std::move(o.item);
     o.core_ = nullptr;
   }
@@ -168,11 +169,11 @@ class [[nodiscard]] channel_operation
   bool await_ready() {
     if (TPL_UNLIKELY(core_ == nullptr || this->state != detail::channel_node_state::idle))
       detail::throw_channel_misuse("tpl: a channel operation may be awaited once");
-    const bool cancelable = token_.can_be_canceled();
-    if (cancelable && token_.is_cancellation_requested()) {
+    const bool cancelable = this->token.can_be_canceled();
+    if (cancelable && this->token.is_cancellation_requested()) {
       this->state = detail::channel_node_state::resolved;
       this->outcome = detail::channel_outcome::failed;
-      this->error = detail::make_channel_canceled();
+      this->set_error(detail::make_channel_canceled());
       return true;
     }
     // The busy-pipeline case first (an item or room is there, nobody waits): lock-free on a busy
@@ -202,10 +203,10 @@ class [[nodiscard]] channel_operation
       return true;
     }
     this->continuation = h;
-    if (token_.can_be_canceled()) {
+    if (this->token.can_be_canceled()) {
       detail::channel_core<T>* core = core_;
       detail::channel_node* self = this;
-      this->registration = token_.register_callback([core, self] { core->cancel(Op, *self); });
+      this->register_with_token([core, self] { core->cancel(Op, *self); });
     }
     // Once start() queued the node, it may be resumed (and *this destroyed) on another thread.
     return !core_->start(Op, *this, true);
@@ -213,23 +214,23 @@ class [[nodiscard]] channel_operation
 
   result_type await_resume() {
     // Waits for our token callback if it is still running elsewhere (it found us decided).
-    if (this->registration.active()) this->registration.reset();
+    this->reset_registration();
     switch (this->outcome) {
       case detail::channel_outcome::ok:
         break;
       case detail::channel_outcome::closed:
         if constexpr (Op == detail::channel_op::read || Op == detail::channel_op::write) {
-          detail::throw_channel_closed(this->error);
+          detail::throw_channel_closed(this->error_or_null());
         } else if constexpr (Op == detail::channel_op::next) {
-          if (this->error) std::rethrow_exception(this->error);
+          if (this->has_error && this->error) std::rethrow_exception(this->error);
           return std::nullopt;
         } else {
-          if (this->error) std::rethrow_exception(this->error);
+          if (this->has_error && this->error) std::rethrow_exception(this->error);
           return false;
         }
       case detail::channel_outcome::failed:
       case detail::channel_outcome::none:
-        std::rethrow_exception(this->error);
+        std::rethrow_exception(this->error_or_null());
     }
     if constexpr (Op == detail::channel_op::read) {
       T v(std::move(*this->item));
@@ -267,7 +268,6 @@ class [[nodiscard]] channel_operation
   }
 
   detail::channel_core<T>* core_;
-  cancellation_token token_;
 };
 
 template <class T>

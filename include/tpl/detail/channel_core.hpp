@@ -133,15 +133,65 @@ std::exception_ptr make_channel_destroyed();
 std::exception_ptr make_channel_complete_twice();
 void check_channel_capacity(std::ptrdiff_t capacity, bounded_channel_full_mode mode);
 
-/// A waiting operation: lives inside the awaiter, in the awaiting coroutine's frame.
+/// A waiting operation: lives inside the awaiter, in the awaiting coroutine's frame. Two pairs of
+/// fields are never needed at once and share their storage, so that an awaiter is 56 bytes for a
+/// small T instead of 72 (g++ gives every co_await of a coroutine its own awaiter in the frame:
+/// a seed 001 link has two): prev (while queued) with error (once resolved with one; a resolved
+/// node is in no queue), and the operation's token (until the awaiter registers with it) with
+/// its registration (from then on; a linked registration holds its own reference to the
+/// token's state).
 struct channel_node {
-  channel_node* prev = nullptr;
+  channel_node() noexcept : prev(nullptr), token() {}
+  channel_node(const channel_node&) = delete;
+  channel_node& operator=(const channel_node&) = delete;
+  ~channel_node() {
+    if (has_error) error.~exception_ptr();
+    if (registered)
+      registration.~cancellation_registration();
+    else
+      token.~cancellation_token();
+  }
+
+  union {
+    channel_node* prev;       ///< while queued (has_error false)
+    std::exception_ptr error;  ///< once resolved with an error (has_error true)
+  };
   channel_node* next = nullptr;
   std::coroutine_handle<> continuation;
-  cancellation_registration registration;
-  std::exception_ptr error;
+  union {
+    cancellation_token token;                 ///< until registered
+    cancellation_registration registration;  ///< once registered
+  };
   channel_node_state state = channel_node_state::idle;
   channel_outcome outcome = channel_outcome::none;
+  bool has_error = false;
+  bool registered = false;
+
+  /// Sets the error the operation fails (or, closed, ends) with. The node is in no queue.
+  void set_error(std::exception_ptr e) noexcept {
+    if (has_error) {
+      error = std::move(e);
+    } else {
+      ::new (static_cast<void*>(&error)) std::exception_ptr(std::move(e));  // ends prev's lifetime
+      has_error = true;
+    }
+  }
+  /// The error, or null.
+  std::exception_ptr error_or_null() const noexcept { return has_error ? error : std::exception_ptr(); }
+
+  /// Registers fn with the token (if it can be canceled): from then on the node holds the
+  /// registration instead of the token. May throw (allocation); the node is unchanged then.
+  template <class F>
+  void register_with_token(F&& fn) {
+    cancellation_registration r = token.register_callback(static_cast<F&&>(fn));
+    token.~cancellation_token();  // the linked registration keeps the state alive
+    ::new (static_cast<void*>(&registration)) cancellation_registration(std::move(r));
+    registered = true;
+  }
+  /// Waits for the token callback if it is running elsewhere, and unregisters it.
+  void reset_registration() noexcept {
+    if (registered && registration.active()) registration.reset();
+  }
 };
 
 /// A node that carries an item: a blocked reader receives one, a blocked writer holds one.
@@ -226,7 +276,7 @@ class channel_wake_list {
       channel_node* next = n->next;  // read before resuming: the resumed frame may free n
       // Waits for the node's cancellation callback if it is running elsewhere: after this it can
       // no longer touch the core (which the resumed coroutine may destroy).
-      if (n->registration.active()) n->registration.reset();
+      n->reset_registration();
       if (synchronous)
         resume_inline(n->continuation);
       else
@@ -600,7 +650,7 @@ class channel_core final : public pooled_allocation {
         if (node.state == channel_node_state::cancel_requested) {
           node.state = channel_node_state::resolved;
           node.outcome = channel_outcome::failed;
-          node.error = make_channel_canceled();
+          node.set_error(make_channel_canceled());
         } else {
           // Announce before the attempt (seq_cst, the waiter's half of the Dekker handshake):
           // a lock-free write that claims its slot after this sees us waiting and comes to the
@@ -662,7 +712,7 @@ class channel_core final : public pooled_allocation {
       unlink(queue_of(op), &node);
       node.state = channel_node_state::resolved;
       node.outcome = channel_outcome::failed;
-      node.error = make_channel_canceled();
+      node.set_error(make_channel_canceled());
     }
     // Always asynchronous: the canceling thread runs cancel() for many registrations, and this
     // callback's registration is reset by the resumed coroutine (which waits for us to return).
@@ -679,8 +729,9 @@ class channel_core final : public pooled_allocation {
 
   /// After op's attempt failed under the lock: whether the other side has claimed a ring slot
   /// and not finished with it (start() then does not queue op, see there). For a read: an item
-  /// is counted in the ring that the attempt could not take (its front is being written). For a
-  /// write: the ring is full but for a slot that a reader took and has not freed yet.
+  /// is counted in the ring that the attempt could not take (its front is being written, or was
+  /// published since). For a write: the ring's count has room the attempt could not use (a slot
+  /// that a reader took and had not freed yet, or has freed since).
   bool claim_in_progress_locked(channel_op op) const noexcept {
     if (ring() == nullptr) return false;
     if (is_read_side(op)) return buffer_size_locked() != 0;
@@ -727,7 +778,7 @@ class channel_core final : public pooled_allocation {
                       std::exception_ptr error) noexcept {
     n->state = channel_node_state::resolved;
     n->outcome = outcome;
-    if (error) n->error = std::move(error);  // skips an out-of-line exception_ptr assignment
+    if (error) n->set_error(std::move(error));  // skips an out-of-line exception_ptr assignment
     wake.add(n);
   }
 
@@ -1027,7 +1078,7 @@ class channel_core final : public pooled_allocation {
     auto finish = [&node](channel_outcome outcome, std::exception_ptr error) {
       node.state = channel_node_state::resolved;
       node.outcome = outcome;
-      if (error) node.error = std::move(error);
+      if (error) node.set_error(std::move(error));
       return true;
     };
     switch (op) {
@@ -1074,17 +1125,17 @@ class channel_core final : public pooled_allocation {
     if (reader_side && has_mode(kSingleReader) && (!readers_.empty() || !read_waiters_.empty())) {
       node.state = channel_node_state::resolved;
       node.outcome = channel_outcome::failed;
-      node.error = make_channel_misuse(
+      node.set_error(make_channel_misuse(
           "tpl: channel: a second read is waiting while another one is pending on a single_reader "
-          "channel (single_reader promises at most one reading operation at a time)");
+          "channel (single_reader promises at most one reading operation at a time)"));
       return;
     }
     if (!reader_side && has_mode(kSingleWriter) && (!writers_.empty() || !write_waiters_.empty())) {
       node.state = channel_node_state::resolved;
       node.outcome = channel_outcome::failed;
-      node.error = make_channel_misuse(
+      node.set_error(make_channel_misuse(
           "tpl: channel: a second write is waiting while another one is pending on a single_writer "
-          "channel (single_writer promises at most one writing operation at a time)");
+          "channel (single_writer promises at most one writing operation at a time)"));
       return;
     }
     node.state = channel_node_state::queued;

@@ -179,9 +179,11 @@ class channel_fast_ring {
     return slots_[pos & mask_].seq.load(std::memory_order_seq_cst) == pos + 1;
   }
 
-  /// Whether a reader has claimed a slot and not freed it yet, with no room for a write until it
-  /// does (the ring is full but for that slot).
-  bool read_in_progress() const noexcept { return count() < size() && !has_room(); }
+  /// For a write that just found the ring full: whether that was a slot a reader had claimed
+  /// and not freed yet. The count says the ring is not full: such a slot is still being freed,
+  /// or has been freed since the write looked (room now; testing has_room() here as well would
+  /// miss that case, and the write would wait for a reader that already looked at the gate).
+  bool read_in_progress() const noexcept { return count() < size(); }
 
   /// Whether a write would find a free slot (a hint).
   bool has_room() const noexcept {
