@@ -508,7 +508,9 @@ class channel_core final : public pooled_allocation {
     {
       std::lock_guard g(lock_);
       if (completed_) return false;
-      if (error) cold_locked().error = std::move(error);  // may throw bad_alloc: nothing changed yet
+      // The cold block holds the error (made here if need be: a few dozen bytes; running out of
+      // memory for them terminates, try_complete being noexcept).
+      if (error) cold_locked().error = std::move(error);
       completed_ = true;
       // seq_cst, then the ring's close and the done check below (seq_cst loads): a lock-free
       // reader that took the last item either is seen by the check or sees kCompleted and comes
