@@ -26,6 +26,15 @@ struct transfer_list {
   std::atomic<std::size_t> size{0};
 };
 
+// Adds b to t if it has room. Under t.lock.
+bool try_add_batch_locked(transfer_list& t, batch b) noexcept {
+  const std::size_t k = t.size.load(std::memory_order_relaxed);  // relaxed: under the lock
+  if (k == kMaxTransferBatchesPerClass) return false;
+  t.batches[k] = b;
+  t.size.store(k + 1, std::memory_order_relaxed);
+  return true;
+}
+
 transfer_list& transfer(std::size_t c) {
   // Leaked on purpose: frames can be freed by threads that outlive static destruction.
   static transfer_list* lists = new transfer_list[kFrameClassCount];
@@ -60,12 +69,7 @@ struct exit_hook {
       transfer_list& t = transfer(c);
       {
         std::lock_guard g(t.lock);
-        const std::size_t k = t.size.load(std::memory_order_relaxed);  // relaxed: under the lock
-        if (k < kMaxTransferBatchesPerClass) {
-          t.batches[k] = batch{head, n};
-          t.size.store(k + 1, std::memory_order_relaxed);
-          head = nullptr;
-        }
+        if (try_add_batch_locked(t, batch{head, n})) head = nullptr;
       }
       release_chain_to_system(head, c);
     }
@@ -129,12 +133,7 @@ void frame_free_slow(void* p, std::size_t c) {
   {
     transfer_list& t = transfer(c);
     std::lock_guard g(t.lock);
-    const std::size_t k = t.size.load(std::memory_order_relaxed);  // relaxed: under the lock
-    if (k < kMaxTransferBatchesPerClass) {
-      t.batches[k] = batch{head, kFrameTransferBatch};
-      t.size.store(k + 1, std::memory_order_relaxed);
-      kept = true;
-    }
+    kept = try_add_batch_locked(t, batch{head, kFrameTransferBatch});
   }
   if (!kept) release_chain_to_system(head, c);
   b->next = cache.head[c];

@@ -222,10 +222,10 @@ class [[nodiscard]] channel_operation
         if constexpr (Op == detail::channel_op::read || Op == detail::channel_op::write) {
           detail::throw_channel_closed(this->error_or_null());
         } else if constexpr (Op == detail::channel_op::next) {
-          if (this->has_error && this->error) std::rethrow_exception(this->error);
+          if (std::exception_ptr e = this->error_or_null()) std::rethrow_exception(e);
           return std::nullopt;
         } else {
-          if (this->has_error && this->error) std::rethrow_exception(this->error);
+          if (std::exception_ptr e = this->error_or_null()) std::rethrow_exception(e);
           return false;
         }
       case detail::channel_outcome::failed:
