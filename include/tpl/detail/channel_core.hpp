@@ -634,14 +634,13 @@ class channel_core final {
 
   task<> completion() {
     std::lock_guard g(lock_);
-    cold_state* cold = cold_.load(std::memory_order_relaxed);  // relaxed: written under the lock
-    if (cold == nullptr || !cold->completion) {
+    if (!has_completion_locked()) {
       if (done_) return error_locked() ? task_from_exception(error_locked()) : completed_task();
       cold_locked().completion = std::make_unique<task_completion_source<>>(
           has_mode(kSynchronous) ? task_creation_options::none
                                  : task_creation_options::run_continuations_asynchronously);
     }
-    return cold_.load(std::memory_order_relaxed)->completion->get_task();
+    return cold_locked().completion->get_task();
   }
 
   // ---- asynchronous operations ---------------------------------------------------------------
@@ -877,8 +876,7 @@ class channel_core final {
 
   /// How many items may wait behind the ring.
   std::size_t overflow_capacity() const noexcept {
-    return capacity_ == kUnboundedChannelCapacity ? kUnboundedChannelCapacity
-                                                            : capacity_ - ring()->size();
+    return capacity_ == kUnboundedChannelCapacity ? kUnboundedChannelCapacity : capacity_ - ring()->size();
   }
 
   /// Moves overflow items (oldest first) into the ring while it has room; clears kOverflow once
@@ -1165,9 +1163,7 @@ class channel_core final {
     done_ = true;
     while (!readers_.empty()) resolve(wake, take_front(readers_), channel_outcome::closed, error_locked());
     while (!read_waiters_.empty()) resolve(wake, take_front(read_waiters_), channel_outcome::closed, error_locked());
-    // relaxed: written only under the lock, which we hold.
-    const cold_state* c = cold_.load(std::memory_order_relaxed);
-    return c != nullptr && c->completion != nullptr;
+    return has_completion_locked();
   }
 
   /// After the lock: the item-dropped callback, the completion task, then the wake-ups, last
@@ -1225,8 +1221,7 @@ class channel_core final {
 
   /// The cold state, made if need be (under the lock; may throw bad_alloc before changing anything).
   cold_state& cold_locked() {
-    // relaxed: written only under the lock, which we hold.
-    cold_state* c = cold_.load(std::memory_order_relaxed);
+    cold_state* c = cold_if_any_locked();
     if (c == nullptr) {
       c = new cold_state{};
       // release: finish() reads it without the lock (acquire).
@@ -1237,9 +1232,17 @@ class channel_core final {
   /// The completion error (null if none or not completed). Under the lock.
   const std::exception_ptr& error_locked() const noexcept {
     static const std::exception_ptr none;
-    // relaxed: written only under the lock, which we hold.
-    const cold_state* c = cold_.load(std::memory_order_relaxed);
+    const cold_state* c = cold_if_any_locked();
     return c != nullptr ? c->error : none;
+  }
+  /// Whether completion() made its task source. Under the lock.
+  bool has_completion_locked() const noexcept {
+    const cold_state* c = cold_if_any_locked();
+    return c != nullptr && c->completion != nullptr;
+  }
+  /// The cold state if it was made. Under the lock.
+  cold_state* cold_if_any_locked() const noexcept {
+    return cold_.load(std::memory_order_relaxed);  // relaxed: written only under the lock we hold
   }
 
   // 88 bytes in all (allocated as 136, see kAllocBytes). The lock-free
