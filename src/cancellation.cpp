@@ -13,6 +13,7 @@
 #include "tpl/cancellation.hpp"
 #include "tpl/detail/futex.hpp"
 #include "tpl/detail/spin_lock.hpp"
+#include "tpl/detail/trampoline.hpp"
 #include "tpl/task_completion_source.hpp"
 #include "tpl/time_provider.hpp"
 
@@ -94,6 +95,7 @@ void unlink_or_wait(cancel_callback_node* n) noexcept {
     // seq_cst on waiters and callbacks_done: either cancel() sees us waiting and wakes us, or
     // the kernel sees callbacks_done already moved past `seen` and returns at once.
     s->waiters.fetch_add(1, std::memory_order_seq_cst);
+    before_blocking_wait();
     futex_wait(&s->callbacks_done, seen);
     s->waiters.fetch_sub(1, std::memory_order_relaxed);
   }

@@ -62,10 +62,12 @@ using clock = std::chrono::steady_clock;
 // 18-30 us on the VMs we measure on, so spinning for about that long pays for itself.
 constexpr std::chrono::microseconds kSpinBeforeParkUs{50};
 
-// A parked worker looks at the queues again after this long even if nobody woke it: a safety net
-// so that a missed wake-up costs at most this much latency instead of a hang. Every rescue is
-// counted in stats().wakeups_by_park_timeout: the handshake should make it stay 0.
-constexpr std::chrono::milliseconds kParkRecheckMs{100};
+// The lost-wake-up alarm (see wait_parked): a parked worker looks at the queues this often. It
+// takes an item only when two looks in a row saw queued work that a worker was allowed to take,
+// with nobody searching and no wake-up handed out in between, and counts it in
+// stats().wakeups_by_park_timeout. The handshake (model-checked) never leaves work so; tests assert
+// the counter stays 0. TPL_THREADPOOL_PARK_ALARM=0 turns the looks off.
+constexpr std::chrono::milliseconds kParkAlarmPeriodMs{100};
 
 // A worker's next slot (see worker::next): how long another worker watches an item sit there,
 // unchanged, before it takes it (the owner is then stuck in a long item; Go's runqgrab waits 3 us
@@ -158,9 +160,21 @@ struct thread_pool::impl {
     counts.store(detail::thread_counts{0, 0, static_cast<std::uint16_t>(min)}.pack(), std::memory_order_relaxed);
     if (const char* t = std::getenv("TPL_THREADPOOL_TRACE"); t != nullptr && std::strcmp(t, "1") == 0)
       trace.store(true, std::memory_order_relaxed);
+    park_alarm = park_alarm_from_environment();
+    // The gate first: if it cannot start, no worker exists yet and the exception leaves nothing
+    // running on this object. A worker that cannot start is not an error (start_worker returns
+    // false; the gate adds threads later, as after a failed injection).
+    gate = std::thread([this] { gate_main(); });
     for (unsigned i = 0; i < min; ++i)
       if (!start_worker(thread_pool_reason::startup, false, /*force=*/true)) break;
-    gate = std::thread([this] { gate_main(); });
+  }
+
+  static bool park_alarm_from_environment() {
+    const char* v = std::getenv("TPL_THREADPOOL_PARK_ALARM");
+    if (v == nullptr) return true;
+    if (std::strcmp(v, "1") == 0) return true;
+    if (std::strcmp(v, "0") == 0) return false;
+    throw std::invalid_argument(std::string("TPL_THREADPOOL_PARK_ALARM: expected 0 or 1, got '") + v + "'");
   }
 
   // ---- thread counts ------------------------------------------------------------------------
@@ -238,7 +252,14 @@ struct thread_pool::impl {
     }
     if (w == nullptr) {
       if (n >= detail::kMaxPoolThreads) return false;
-      auto fresh = std::make_unique<worker>(this, n);
+      // Out of memory: no thread, as if at max (callers give their request back; the gate tries
+      // again at its next period).
+      std::unique_ptr<worker> fresh;
+      try {
+        fresh = std::make_unique<worker>(this, n);
+      } catch (const std::bad_alloc&) {
+        return false;
+      }
       w = fresh.release();
       slots[n].store(w, std::memory_order_relaxed);
       // release: a stealer that sees the new count sees the slot's worker.
@@ -257,7 +278,7 @@ struct thread_pool::impl {
     (void)old;
     try {
       std::thread([this, w, spinning_token] { worker_main(*w, spinning_token); }).detach();
-    } catch (const std::system_error&) {
+    } catch (const std::exception&) {  // std::system_error (no thread) or std::bad_alloc
       update_counts([](detail::thread_counts& k) {
         --k.existing;
         --k.processing;
@@ -275,6 +296,8 @@ struct thread_pool::impl {
       case thread_pool_reason::demand: ++injected_demand; break;
       default: break;
     }
+    // relaxed: only the alarm reads it, as "did anything happen".
+    handoffs.fetch_add(1, std::memory_order_relaxed);
     g.unlock();
     if (why != thread_pool_reason::startup) emit(thread_pool_event_kind::thread_injected, why, next);
     kick_gate();
@@ -345,9 +368,19 @@ struct thread_pool::impl {
   }
 
   // Moves the calling worker's slot item to its deque, where any worker may steal it at once
-  // (before it blocks or parks while others may need the item).
-  void flush_next(worker& self) {
-    if (void* item = take_next(self)) self.local.push(item);
+  // (before it blocks or parks while others may need the item). Returns whether it moved one.
+  bool flush_next(worker& self) {
+    void* item = take_next(self);
+    if (item == nullptr) return false;
+    self.local.push(item);
+    return true;
+  }
+
+  // Before the calling worker blocks (a wait of tpl's, inside or outside a blocking_scope): its
+  // slot item goes to its deque with the full wake protocol, so an idle worker takes it while
+  // this one waits (the item may be what it waits for).
+  void before_blocking_wait(worker& self) {
+    if (flush_next(self)) after_push();
   }
 
   void push_global(void* item) {
@@ -500,7 +533,9 @@ struct thread_pool::impl {
   }
 
   // Wakes w, parked on its futex word.
-  static void signal(worker* w) {
+  void signal(worker* w) {
+    // relaxed: only the alarm reads it, as "did anything happen".
+    handoffs.fetch_add(1, std::memory_order_relaxed);
     // release: the woken worker's acquire load sees everything queued before the wake.
     w->wake_signal.store(1, std::memory_order_release);
     detail::futex_wake_one(&w->wake_signal);
@@ -632,11 +667,17 @@ struct thread_pool::impl {
         run(self, item);
         // relaxed pre-check; push_idle_if_excess re-checks under the lock.
         const detail::thread_counts c = load_counts();
-        if (TPL_UNLIKELY(c.processing > c.goal) && push_idle_if_excess(&self)) {
-          flush_next(self);  // parked, it would not run its slot item
-          const park_result r = wait_parked(self);
-          if (r == park_result::retired || r == park_result::stopping) break;
-          is_spinning = r == park_result::woken;
+        if (TPL_UNLIKELY(c.processing > c.goal)) {
+          // The excess park does not look at the queues again: the goal's workers stay processing
+          // and each looks at every queue before it parks. So the slot item goes to the deque
+          // first, while this worker still counts as processing: a worker that parks after our
+          // registration (idle_lock orders it after us) sees it.
+          flush_next(self);
+          if (push_idle_if_excess(&self)) {
+            const park_result r = wait_parked(self);
+            if (r == park_result::retired || r == park_result::stopping) break;
+            is_spinning = r == park_result::woken;
+          }
         }
         continue;
       }
@@ -706,23 +747,35 @@ struct thread_pool::impl {
   }
 
   /// The waiting half of park (also used by the excess park, which does not re-check the queues).
+  /// Ends when a waker signals, at shutdown, or at the idle timeout (retired). With the alarm on,
+  /// the worker also looks at the queues every kParkAlarmPeriodMs; see stranded_work_seen().
   park_result wait_parked(worker& self) {
     const auto retire_at = clock::now() + options.idle_timeout;
+    bool stranded_before = false;
+    std::uint64_t handoffs_before = 0;
     // acquire: pairs with the waker's release store.
     while (self.wake_signal.load(std::memory_order_acquire) == 0) {
       const auto now = clock::now();
-      const auto until = std::min(now + kParkRecheckMs, retire_at);
+      const auto until = park_alarm ? std::min(now + kParkAlarmPeriodMs, retire_at) : retire_at;
       if (detail::futex_wait_until(&self.wake_signal, 0, until)) continue;
       if (self.wake_signal.load(std::memory_order_acquire) != 0) break;
       if (stopping.load(std::memory_order_seq_cst)) {
         if (remove_idle(&self)) return park_result::stopping;
         continue;  // popped by a waker: its signal is on the way
       }
-      const detail::thread_counts c = load_counts(std::memory_order_seq_cst);
-      if (any_work_seq_cst() && c.processing < c.goal && remove_idle(&self)) {
-        // relaxed: a statistic.
-        wakeups_by_park_timeout.fetch_add(1, std::memory_order_relaxed);
-        return park_result::found_work;
+      if (park_alarm) {
+        // relaxed: compared with the value one period earlier; any hand-off in between means the
+        // protocol is moving, and the next look decides again.
+        const std::uint64_t handoffs_now = handoffs.load(std::memory_order_relaxed);
+        const bool stranded = stranded_work_seen();
+        if (stranded && stranded_before && handoffs_now == handoffs_before && remove_idle(&self)) {
+          // relaxed: a statistic.
+          wakeups_by_park_timeout.fetch_add(1, std::memory_order_relaxed);
+          std::fprintf(stderr, "tpl: thread_pool: a parked worker found work nobody was woken for (lost wake-up)\n");
+          return park_result::found_work;
+        }
+        stranded_before = stranded;
+        handoffs_before = handoffs_now;
       }
       if (clock::now() >= retire_at) {
         std::unique_lock g(threads_lock);  // retire_counts is written under it
@@ -739,27 +792,37 @@ struct thread_pool::impl {
     return park_result::woken;
   }
 
+  // The alarm's condition: an item in a queue (next slots are their owners' to run), a worker
+  // allowed to take it (processing < goal), and nobody searching. A producer between its queue
+  // store and its wake-up sees the same picture for a few instructions, so one look proves
+  // nothing; two looks a period apart with no hand-off between them mean nobody is coming.
+  bool stranded_work_seen() const {
+    const detail::thread_counts c = load_counts(std::memory_order_seq_cst);
+    return c.processing < c.goal && spinning.load(std::memory_order_seq_cst) == 0 &&
+           any_work_seq_cst(/*next_slots=*/false);
+  }
+
   // ---- blocking ------------------------------------------------------------------------------
 
   void blocking_begin() {
-    // The item woken last must not wait for this thread to unblock (it may be what it waits for).
+    // The item woken last must not wait for this thread to unblock (it may be what it waits for):
+    // it goes to the deque, and the wake-up below covers it like any queued work.
     if (t_context.pool == this) flush_next(*t_context.self);
     // relaxed: the goal update below is the synchronising step (a CAS on counts).
     blocked_threads.fetch_add(1, std::memory_order_relaxed);
     const bool eager = options.injection == injection_policy::eager;
-    if (!options.cooperative_blocking && !eager) return;
-    update_goal(eager ? thread_pool_reason::eager : thread_pool_reason::blocking);
-    if (eager) {
-      // Eager: a replacement at once if work waits and nobody is free to take it.
-      std::atomic_thread_fence(std::memory_order_seq_cst);
-      if (any_work_seq_cst() && idle_count.load(std::memory_order_seq_cst) == 0 &&
-          spinning.load(std::memory_order_seq_cst) == 0)
-        start_worker(thread_pool_reason::eager, false);
-      return;
-    }
-    // Work that was waiting for this thread needs another one now.
+    if (options.cooperative_blocking || eager) update_goal(eager ? thread_pool_reason::eager : thread_pool_reason::blocking);
+    // Work that was waiting for this thread (or that it just flushed) needs another one now: the
+    // queue-then-fence-then-look half of the wake protocol, whatever the policy. Without
+    // cooperative blocking the goal did not move, so this wakes an idle worker only below the
+    // goal; above it, the starvation gate is the policy.
     std::atomic_thread_fence(std::memory_order_seq_cst);
-    if (any_work_seq_cst()) wake_one_if_needed();
+    if (!any_work_seq_cst(/*next_slots=*/false)) return;
+    if (eager && idle_count.load(std::memory_order_seq_cst) == 0 && spinning.load(std::memory_order_seq_cst) == 0) {
+      // Eager: a replacement at once if nobody is free to take it.
+      if (start_worker(thread_pool_reason::eager, false)) return;
+    }
+    wake_one_if_needed();
   }
 
   void blocking_end() {
@@ -1061,6 +1124,9 @@ struct thread_pool::impl {
   std::atomic<bool> stopped{false};
   std::atomic<std::uint64_t> wakeups{0};
   std::atomic<std::uint64_t> wakeups_by_park_timeout{0};
+  // Workers signalled or started (the alarm's "something happened").
+  std::atomic<std::uint64_t> handoffs{0};
+  bool park_alarm = true;
   std::atomic<std::uint64_t> injected_starvation{0}, injected_blocking{0}, injected_hill_climbing{0},
       injected_eager{0}, injected_demand{0}, retired{0};
   std::atomic<int> pushes_in_flight{0};
@@ -1188,6 +1254,11 @@ void dispatch_wakeup(std::coroutine_handle<> h) {
     return;
   }
   dispatch(h);
+}
+
+void before_blocking_wait() noexcept {
+  thread_pool::impl::thread_context& ctx = thread_pool::impl::t_context;
+  if (ctx.pool != nullptr) ctx.pool->before_blocking_wait(*ctx.self);
 }
 
 void dispatch_after_others(std::coroutine_handle<> h) {

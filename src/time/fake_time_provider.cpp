@@ -9,6 +9,8 @@
 #include <thread>
 #include <vector>
 
+#include "tpl/detail/trampoline.hpp"
+
 namespace tpl::testing {
 
 namespace {
@@ -47,6 +49,8 @@ struct fake_time_provider::core::fake_timer final : detail::timer_impl {
       std::erase_if(owner->timers, [this](const std::shared_ptr<fake_timer>& t) { return t.get() == this; });
     }
     if (t_running_fake_timer == this) return;
+    if (running == 0) return;
+    detail::before_blocking_wait();
     idle.wait(lock, [this] { return running == 0; });
   }
 

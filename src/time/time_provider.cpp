@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "tpl/detail/detached.hpp"
+#include "tpl/detail/trampoline.hpp"
 #include "tpl/detail/wait_guards.hpp"
 #include "tpl/run.hpp"
 #include "tpl/thread_pool.hpp"
@@ -231,6 +232,8 @@ void system_timer::dispose() noexcept {
     queue->invalidate_locked(*this);
   }
   if (t_running_timer == this) return;  // inside our own callback: do not wait for ourselves
+  if (running == 0) return;
+  detail::before_blocking_wait();
   idle.wait(lock, [this] { return running == 0; });
 }
 

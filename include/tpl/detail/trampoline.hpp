@@ -44,6 +44,12 @@ void dispatch(std::coroutine_handle<> h);
 /// thread_pool's worker::next).
 void dispatch_wakeup(std::coroutine_handle<> h);
 
+/// Call before a wait of tpl's that holds no blocking_scope (which does the same): on a thread
+/// pool worker, the coroutine in its next slot moves where any worker can take it, and an idle
+/// worker is woken for it. Without this, the coroutine would wait for this thread's wait to end,
+/// and it may be what the wait is for.
+void before_blocking_wait() noexcept;
+
 /// Resumes h on this thread now, or queues it if this thread is already kMaxInlineResumeDepth
 /// resumptions deep.
 inline void resume_inline(std::coroutine_handle<> h) noexcept {
