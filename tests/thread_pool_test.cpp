@@ -577,3 +577,30 @@ TEST(thread_pool, workers_carry_the_configured_thread_name) {
   EXPECT_EQ(name.rfind("tpltest", 0), 0u) << name;
 }
 #endif
+
+// The park alarm (docs/internals.md): a parked worker's periodic look finds work nobody was woken
+// for only after a lost wake-up, which the wake protocol never leaves. Bursts separated by idle
+// periods longer than two alarm periods park every worker between them.
+TEST(thread_pool, the_lost_wakeup_alarm_never_fires_across_bursts_and_idle_periods) {
+  tpl::thread_pool pool({.thread_count = 2});
+  for (int burst = 0; burst < 4; ++burst) {
+    std::atomic<int> ran{0};
+    std::vector<tpl::task<void>> items;
+    for (int i = 0; i < 200; ++i) items.push_back(tpl::run(pool, [&] { ran.fetch_add(1); }));
+    for (auto& t : items) t.wait();
+    EXPECT_EQ(ran.load(), 200);
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));
+  }
+  EXPECT_EQ(pool.stats().wakeups_by_park_timeout, 0u);
+}
+
+TEST(thread_pool, a_malformed_park_alarm_variable_is_rejected) {
+  ASSERT_EQ(setenv("TPL_THREADPOOL_PARK_ALARM", "yes", 1), 0);
+  EXPECT_THROW(tpl::thread_pool pool({.thread_count = 1}), std::invalid_argument);
+  ASSERT_EQ(setenv("TPL_THREADPOOL_PARK_ALARM", "0", 1), 0);
+  {
+    tpl::thread_pool pool({.thread_count = 1});
+    EXPECT_EQ(tpl::sync_wait(tpl::run(pool, [] { return 7; })), 7);
+  }
+  unsetenv("TPL_THREADPOOL_PARK_ALARM");
+}

@@ -97,7 +97,9 @@ struct thread_pool::impl {
     // after the other deques. One per worker, so yielding workers share no lock (tokio puts a
     // yielded task on its worker's own queue too; .NET uses its global queues).
     detail::work_stealing_deque fair;
-    // 0: parked or running; 1: woken (set by the waker, consumed by the worker). Futex word.
+    // Futex word. kWoken: a waker popped this worker off the idle list and handed it its spinning
+    // request (set by the waker, consumed by the worker). kStop: shutdown asks a parked worker to
+    // leave. Separate bits, so that neither overwrites the other.
     std::atomic<std::uint32_t> wake_signal{0};
     // Written only by the owner; relaxed atomics so stats() and the gate may read them.
     std::atomic<std::uint64_t> items_executed{0};
@@ -128,6 +130,7 @@ struct thread_pool::impl {
   static inline thread_local thread_context t_context{nullptr, nullptr};
 
   enum class park_result { woken, found_work, retired, stopping };
+  static constexpr std::uint32_t kWoken = 1, kStop = 2;
 
   explicit impl(thread_pool* owner, thread_pool_options opts)
       : owner(owner),
@@ -430,7 +433,8 @@ struct thread_pool::impl {
       // seq_cst loads: the parking protocol's Dekker handshake.
       if (spinning.load(std::memory_order_seq_cst) != 0) return;
       const int idle_now = idle_count.load(std::memory_order_seq_cst);
-      const detail::thread_counts c = load_counts(std::memory_order_seq_cst);
+      const std::uint64_t counts_seen = counts.load(std::memory_order_seq_cst);
+      const detail::thread_counts c = detail::thread_counts::unpack(counts_seen);
       if (c.processing >= c.goal) {
         // Every allowed worker is busy: the gate watches for starvation.
         note_demand();
@@ -454,11 +458,15 @@ struct thread_pool::impl {
           if (!pending_blocking_injection.exchange(true, std::memory_order_relaxed)) wake_gate();
         }
       }
-      // Nobody was woken: give the request back, then look again, in case a worker registered as
-      // idle after we looked (it will have re-checked the queues, but may have done so before our
-      // item landed).
+      // Nobody was woken: give the request back, then look again if anything we decided on
+      // changed meanwhile. While we held the request, other wakers saw `spinning` != 0 and left
+      // their work to us: a worker that registered as idle (it re-checked the queues, maybe before
+      // an item landed), or a goal raised by blocking_begin or the gate, is theirs to use. The
+      // seq_cst give-back and loads order us after their counts change, so we see it. With
+      // nothing changed (start_worker failed at max, out of memory, or a blocking injection is
+      // delayed to the gate), the request stays given back.
       spinning.fetch_sub(1, std::memory_order_seq_cst);
-      if (idle_count.load(std::memory_order_seq_cst) == 0) return;
+      if (idle_count.load(std::memory_order_seq_cst) == 0 && counts.load(std::memory_order_seq_cst) == counts_seen) return;
     }
   }
 
@@ -536,8 +544,9 @@ struct thread_pool::impl {
   void signal(worker* w) {
     // relaxed: only the alarm reads it, as "did anything happen".
     handoffs.fetch_add(1, std::memory_order_relaxed);
-    // release: the woken worker's acquire load sees everything queued before the wake.
-    w->wake_signal.store(1, std::memory_order_release);
+    // release: the woken worker's acquire load sees everything queued before the wake. An RMW,
+    // not a store, so that shutdown's kStop and this bit never overwrite each other.
+    w->wake_signal.fetch_or(kWoken, std::memory_order_release);
     detail::futex_wake_one(&w->wake_signal);
   }
 
@@ -753,16 +762,20 @@ struct thread_pool::impl {
     const auto retire_at = clock::now() + options.idle_timeout;
     bool stranded_before = false;
     std::uint64_t handoffs_before = 0;
-    // acquire: pairs with the waker's release store.
-    while (self.wake_signal.load(std::memory_order_acquire) == 0) {
+    for (;;) {
+      // acquire: pairs with the waker's release RMW (and shutdown's).
+      const std::uint32_t sig = self.wake_signal.load(std::memory_order_acquire);
+      if (sig & kWoken) break;
+      if (sig & kStop) {
+        if (remove_idle(&self)) return park_result::stopping;
+        // A waker popped us first: its kWoken is on the way; take it (and its request) as usual.
+        detail::futex_wait(&self.wake_signal, sig);
+        continue;
+      }
       const auto now = clock::now();
       const auto until = park_alarm ? std::min(now + kParkAlarmPeriodMs, retire_at) : retire_at;
       if (detail::futex_wait_until(&self.wake_signal, 0, until)) continue;
-      if (self.wake_signal.load(std::memory_order_acquire) != 0) break;
-      if (stopping.load(std::memory_order_seq_cst)) {
-        if (remove_idle(&self)) return park_result::stopping;
-        continue;  // popped by a waker: its signal is on the way
-      }
+      if (self.wake_signal.load(std::memory_order_acquire) != 0) continue;
       if (park_alarm) {
         // relaxed: compared with the value one period earlier; any hand-off in between means the
         // protocol is moving, and the next look decides again.
@@ -788,7 +801,9 @@ struct thread_pool::impl {
       }
       // No work, or a waker popped us meanwhile (its signal is on the way): keep waiting.
     }
-    self.wake_signal.store(0, std::memory_order_relaxed);
+    // relaxed: only this thread consumes kWoken; a kStop set meanwhile stays (the worker sees
+    // `stopping` before it parks again).
+    self.wake_signal.fetch_and(~kWoken, std::memory_order_relaxed);
     return park_result::woken;
   }
 
@@ -1020,7 +1035,12 @@ struct thread_pool::impl {
     }
     gate.join();
     const unsigned n = slot_count.load(std::memory_order_acquire);
-    for (unsigned i = 0; i < n; ++i) signal(slots[i].load(std::memory_order_relaxed));
+    for (unsigned i = 0; i < n; ++i) {
+      worker* w = slots[i].load(std::memory_order_relaxed);
+      // release: a parked worker that sees kStop sees `stopping` (set above) too.
+      w->wake_signal.fetch_or(kStop, std::memory_order_release);
+      detail::futex_wake_one(&w->wake_signal);
+    }
     {
       std::unique_lock lk(live_lock);
       live_cv.wait(lk, [&] { return live_threads == 0; });
