@@ -1,0 +1,371 @@
+// The thread pool's implementation object, shared by the files that implement one mechanism each
+// (internal; see tpl/thread_pool.hpp for the public type):
+//
+//   worker_loop.cpp       a worker's loop and its queues: local deque, yield queue, next slot,
+//                         stealing, the global queues, draining at shutdown
+//   wake_protocol.cpp     the idle list, spinning, parking and waking: the protocol that
+//                         tests/model_pool_handshake_test.cpp checks exhaustively
+//   thread_lifecycle.cpp  creating, retiring and stopping threads; thread counts and limits
+//   gate.cpp              the gate thread: starvation, blocking injection, hill climbing;
+//                         blocking_scope
+//   pool_stats.cpp        statistics and decision events
+//
+// Invariants every file keeps (docs/internals.md states them at length):
+//   - `spinning` counts the thread requests in flight: spinning workers, kWoken signals not yet
+//     consumed, and a waker between winning the request and handing it on. At most one request
+//     is claimed per burst of pushes (a waker moves spinning from 0 to 1).
+//   - `processing` = existing - workers on the idle list; it changes only under idle_lock,
+//     together with the list, in the one 64-bit counts word (with existing and the goal).
+//   - Every queued item (deque, yield queue, global queue) is seen by some worker: a producer
+//     queues, fences, then looks at spinning/idle/counts; a parking worker registers as idle,
+//     stops spinning, fences, then looks at every queue. Work left when every allowed worker is
+//     busy is found by the processing workers, each of which looks at every queue before it parks
+//     (the excess park excepted: it leaves at least the goal's workers processing).
+//   - A next-slot item belongs to a running owner: the owner takes it before anything else when
+//     its item returns, and moves it to its deque, with the wake protocol, before it blocks in a
+//     wait of tpl's or parks as excess. Other workers take one only to rescue it from an owner
+//     busy with a long item (after kNextSlotGrace).
+//   - The gate thread starts before any worker and stops after the last one stops looking.
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "global_queue.hpp"
+#include "tpl/detail/pool_policy.hpp"
+#include "tpl/thread_pool.hpp"
+#include "work_stealing_deque.hpp"
+
+namespace tpl {
+
+namespace pool_detail {
+
+using clock = std::chrono::steady_clock;
+
+// How long an idle worker keeps looking for work before it parks: about the cost of a park/unpark
+// round trip (docs/thread-pool.md has the measurements), so spinning that long pays for itself.
+inline constexpr std::chrono::microseconds kSpinBeforeParkUs{50};
+
+// The lost-wake-up alarm (see wait_parked): a parked worker looks at the queues this often. It
+// takes an item only when two looks in a row saw queued work that a worker was allowed to take,
+// with nobody searching and no wake-up handed out in between, and counts it in
+// stats().wakeups_by_park_timeout. The handshake (model-checked) never leaves work so; tests assert
+// the counter stays 0. TPL_THREADPOOL_PARK_ALARM=0 turns the looks off.
+inline constexpr std::chrono::milliseconds kParkAlarmPeriodMs{100};
+
+// A worker's next slot (see worker::next): how long another worker watches an item sit there,
+// unchanged, before it takes it (the owner is then stuck in a long item; Go's runqgrab waits 3 us
+// for the same reason), and how many slot items the owner runs in a row before it lets its queued
+// work go first (tokio's MAX_LIFO_POLLS_PER_TICK plays this role).
+inline constexpr std::chrono::microseconds kNextSlotGrace{5};
+inline constexpr unsigned kNextSlotBudget = 32;
+
+inline constexpr std::chrono::milliseconds kStarvationPeriod{500};
+inline constexpr std::chrono::milliseconds kEagerStarvationPeriod{10};
+
+inline std::coroutine_handle<> to_handle(void* p) noexcept { return std::coroutine_handle<>::from_address(p); }
+
+inline unsigned hardware_cores() noexcept { return std::max(1u, std::thread::hardware_concurrency()); }
+
+}  // namespace pool_detail
+
+struct thread_pool::impl {
+  using clock = pool_detail::clock;
+
+  struct worker {
+    explicit worker(impl* p, unsigned i) : pool(p), index(i), rng(0x9E3779B9u * (i + 1)) {}
+    impl* pool;
+    unsigned index;
+    detail::work_stealing_deque local;
+    // Work this worker queued behind the work already waiting (yield(), prefer_fairness): a
+    // second Chase-Lev deque used as a FIFO: only the owner pushes; everyone, the owner included,
+    // takes from the top. The owner takes from it after its deque and the global queues, thieves
+    // after the other deques. One per worker, so yielding workers share no lock (tokio puts a
+    // yielded task on its worker's own queue too; .NET uses its global queues).
+    detail::work_stealing_deque fair;
+    // Futex word. kWoken: a waker popped this worker off the idle list and handed it its spinning
+    // request (set by the waker, consumed by the worker). kStop: shutdown asks a parked worker to
+    // leave. Separate bits, so that neither overwrites the other.
+    std::atomic<std::uint32_t> wake_signal{0};
+    // Written only by the owner; relaxed atomics so stats() and the gate may read them.
+    std::atomic<std::uint64_t> items_executed{0};
+    std::minstd_rand rng;
+    // The coroutine the running item woke last (a channel reader or writer it unblocked): the
+    // owner runs it next, before its deque, so a message's receiver runs on the core whose cache
+    // holds the message, and a chain of hand-offs stays on one worker instead of bouncing between
+    // the owner and a spinning thief (Go's runnext, tokio's LIFO slot). Only the owner puts items
+    // here (release exchange); the owner takes them (exchange), others only after watching one
+    // sit unchanged for kNextSlotGrace (CAS). On its own cache line: spinning workers read it.
+    alignas(64) std::atomic<void*> next{nullptr};
+    // Owner-only: slot items run in a row (kNextSlotBudget), and the slot of another worker this
+    // one is watching (watch_item seen there since watch_since).
+    alignas(64) unsigned next_streak = 0;
+    const std::atomic<void*>* watch_slot = nullptr;
+    void* watch_item = nullptr;
+    clock::time_point watch_since{};
+    // A thread runs on this slot. Set by the creator under threads_lock; cleared by the thread as
+    // its last access to the worker (release), read by the creator before reusing the slot
+    // (acquire).
+    std::atomic<bool> alive{false};
+  };
+
+  struct thread_context {
+    impl* pool;
+    worker* self;
+  };
+  static inline thread_local thread_context t_context{nullptr, nullptr};
+
+  enum class park_result { woken, found_work, retired, stopping };
+  static constexpr std::uint32_t kWoken = 1, kStop = 2;
+
+  explicit impl(thread_pool* owner, thread_pool_options opts);
+  ~impl();
+
+  // ---- thread counts (thread_lifecycle.cpp) ---------------------------------------------------
+
+  detail::thread_counts load_counts(std::memory_order o = std::memory_order_relaxed) const noexcept {
+    return detail::thread_counts::unpack(counts.load(o));
+  }
+
+  // Applies f to the counts word until the CAS succeeds; returns (old, new).
+  template <class F>
+  std::pair<detail::thread_counts, detail::thread_counts> update_counts(F f) {
+    // seq_cst: the word is read by producers after their queue fence (the wake protocol).
+    std::uint64_t cur = counts.load(std::memory_order_seq_cst);
+    for (;;) {
+      detail::thread_counts old = detail::thread_counts::unpack(cur);
+      detail::thread_counts next = old;
+      f(next);
+      if (counts.compare_exchange_weak(cur, next.pack(), std::memory_order_seq_cst)) return {old, next};
+    }
+  }
+
+  unsigned compute_goal() const noexcept {
+    // relaxed: inputs of a heuristic; every change re-computes through update_goal().
+    return detail::goal_for(base_goal.load(std::memory_order_relaxed), blocked_threads.load(std::memory_order_relaxed),
+                            min_threads.load(std::memory_order_relaxed), max_threads.load(std::memory_order_relaxed),
+                            options.cooperative_blocking || options.injection == injection_policy::eager);
+  }
+
+  static bool park_alarm_from_environment();
+
+  void update_goal(thread_pool_reason why);
+
+  /// Starts a worker (it starts spinning if `spinning_token`: the caller hands it its request).
+  /// Unless `force`, only while processing < goal. Returns false at max or on failure.
+  bool start_worker(thread_pool_reason why, bool spinning_token, bool force = false);
+
+  void thread_exited(worker& self);
+
+  bool set_limits(unsigned min, unsigned max);
+
+  void shutdown();
+
+  // ---- queuing and the worker loop (worker_loop.cpp) ------------------------------------------
+
+  // The owner takes its slot item, if any (null if a thief took it first).
+  static void* take_next(worker& self) {
+    // relaxed pre-check: only this thread fills its slot, so null here stays null.
+    if (self.next.load(std::memory_order_relaxed) == nullptr) return nullptr;
+    // acquire: a thief may have emptied the slot; the exchange decides who runs the item (the
+    // item itself was put there by this thread).
+    return self.next.exchange(nullptr, std::memory_order_acquire);
+  }
+
+  void push(void* item);
+
+  // A coroutine the running item of self (the calling worker) woke (see worker::next).
+  void push_next(worker& self, void* item);
+
+  // Moves the calling worker's slot item to its deque, where any worker may steal it at once
+  // (before it blocks or parks while others may need the item). Returns whether it moved one.
+  bool flush_next(worker& self);
+
+  // Before the calling worker blocks (a wait of tpl's, inside or outside a blocking_scope): its
+  // slot item goes to its deque with the full wake protocol, so an idle worker takes it while
+  // this one waits (the item may be what it waits for).
+  void before_blocking_wait(worker& self);
+
+  void push_global(void* item);
+
+  // The queue a thread outside the pool pushes to: the global queue, or with extra global queues
+  // one chosen by the thread's identity, so many outside producers spread over several locks.
+  detail::global_queue& queue_for_outside();
+
+  // A thread outside the pool may still be inside push/after_push when the item it queued has
+  // already run and its owner destroys the pool; shutdown() waits for such calls to leave.
+  void push_from_outside(void* item, detail::global_queue& q);
+
+  void* find_work(worker& self);
+
+  // Another worker's slot item, if it has sat there unchanged for kNextSlotGrace (its owner is
+  // busy with a long item). Watches one slot at a time; the first call that finds an item there
+  // starts the watch.
+  void* take_stale_next(worker& self, std::size_t n, std::size_t start);
+
+  void run(worker& self, void* item);
+
+  void worker_main(worker& self, bool is_spinning);
+
+  void drain_inline();
+
+  // ---- the wake protocol (wake_protocol.cpp) --------------------------------------------------
+
+  void after_push() {
+    // seq_cst fence: orders our queue write before reading spinning/idle/counts (file comment).
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    // relaxed suffices: the fence above orders this load against the parking worker's writes.
+    if (stopped.load(std::memory_order_relaxed)) {
+      drain_inline();
+      return;
+    }
+    wake_one_if_needed();
+  }
+
+  void note_demand() { kick_gate(); }
+
+  void wake_one_if_needed();
+
+  worker* pop_idle_within_goal();
+
+  void push_idle(worker* w);
+
+  // Parks w as excess if processing > goal (checked under the lock). Returns whether it did.
+  bool push_idle_if_excess(worker* w);
+
+  bool remove_idle(worker* w);
+
+  // Takes w off the idle list for good (idle timeout). Returns false if a waker popped it first.
+  bool retire_idle(worker* w);
+
+  // The three below run under idle_lock.
+  void add_idle_locked(worker* w);
+
+  // Unlinks w from the idle list; false if a waker popped it first.
+  bool unlink_idle_locked(worker* w);
+
+  void publish_idle_count_locked();
+
+  // Wakes w, parked on its futex word.
+  void signal(worker* w);
+
+  // Whether any queue holds an item; with next_slots, any worker's next slot too (the wake
+  // protocol leaves slot items to their owners, who run them as soon as their item returns or
+  // move them to their deque before they block; the gate and shutdown count them).
+  bool any_work_seq_cst(bool next_slots = true) const;
+
+  void stop_spinning_and_maybe_wake();
+
+  bool may_start_spinning() const;
+
+  void* spin_for_work(worker& self);
+
+  /// Parks until woken, work appears, the idle timeout retires the thread, or shutdown.
+  park_result park(worker& self, bool was_spinning);
+
+  /// The waiting half of park (also used by the excess park, which does not re-check the queues).
+  /// Ends when a waker signals, at shutdown, or at the idle timeout (retired). With the alarm on,
+  /// the worker also looks at the queues every kParkAlarmPeriodMs; see stranded_work_seen().
+  park_result wait_parked(worker& self);
+
+  // The alarm's condition: an item in a queue (next slots are their owners' to run), a worker
+  // allowed to take it (processing < goal), and nobody searching. A producer between its queue
+  // store and its wake-up sees the same picture for a few instructions, so one look proves
+  // nothing; two looks a period apart with no hand-off between them mean nobody is coming.
+  bool stranded_work_seen() const;
+
+  // ---- the gate and blocking (gate.cpp) -------------------------------------------------------
+
+  // The reason a thread is added on the request path.
+  thread_pool_reason reason_for_new_thread() const noexcept;
+
+  // Whether a thread for `why` may be created now, or must wait for the gate's delay.
+  bool injection_due_now(thread_pool_reason why) const noexcept;
+
+  void blocking_begin();
+
+  void blocking_end();
+
+  void kick_gate();
+
+  // Wakes the gate whatever it is doing (it re-plans its next wake-up).
+  void wake_gate();
+
+  void gate_main();
+
+  std::uint64_t items_completed() const;
+
+  void inject_for_starvation();
+
+  void climb(double seconds, std::uint64_t completions, double cpu);
+
+  // ---- statistics and events (pool_stats.cpp) -------------------------------------------------
+
+  void emit(thread_pool_event_kind kind, thread_pool_reason why, detail::thread_counts c, unsigned previous_goal = 0);
+
+  thread_pool_stats stats() const;
+
+  thread_pool* owner;
+  thread_pool_options options;
+  const unsigned cores;
+  std::unique_ptr<std::atomic<worker*>[]> slots;
+  std::atomic<unsigned> slot_count{0};
+  detail::global_queue global;
+  std::vector<std::unique_ptr<detail::global_queue>> extra_globals;
+  alignas(64) std::atomic<int> spinning{0};
+  alignas(64) std::atomic<int> idle_count{0};
+  alignas(64) std::atomic<std::uint64_t> counts{0};
+  std::atomic<unsigned> min_threads{1};
+  std::atomic<unsigned> max_threads{detail::kMaxPoolThreads};
+  std::atomic<unsigned> base_goal{1};
+  std::atomic<unsigned> blocked_threads{0};
+  std::mutex idle_lock;
+  std::vector<worker*> idle;
+  std::mutex threads_lock;
+  detail::thread_counts retire_counts{};
+  std::mutex live_lock;
+  std::condition_variable live_cv;
+  int live_threads = 0;
+  std::atomic<bool> stopping{false};
+  std::atomic<bool> stopped{false};
+  std::atomic<std::uint64_t> wakeups{0};
+  std::atomic<std::uint64_t> wakeups_by_park_timeout{0};
+  // Workers signalled or started (the alarm's "something happened").
+  std::atomic<std::uint64_t> handoffs{0};
+  bool park_alarm = true;
+  std::atomic<std::uint64_t> injected_starvation{0}, injected_blocking{0}, injected_hill_climbing{0},
+      injected_eager{0}, injected_demand{0}, retired{0};
+  std::atomic<int> pushes_in_flight{0};
+  // The gate.
+  std::mutex gate_lock;
+  std::condition_variable gate_cv;
+  bool gate_kicked = false;
+  std::atomic<bool> gate_idle{false};
+  std::atomic<bool> pending_blocking_injection{false};
+  std::thread gate;
+  // Hill climbing (the gate drives it; set_limits and starvation adjust it).
+  std::mutex hc_lock;
+  detail::hill_climbing hc;
+  std::atomic<hill_climbing_state> hc_state{hill_climbing_state::warmup};
+  std::atomic<double> hc_control{0};
+  std::atomic<unsigned> hc_sample_ms{0};
+  // Events.
+  std::atomic<bool> trace{false};
+  std::atomic<bool> has_listener{false};
+  std::mutex listener_lock;
+  std::shared_ptr<const std::function<void(const thread_pool_event&)>> listener;
+  std::mutex shutdown_lock;
+  bool joined = false;
+};
+
+}  // namespace tpl
