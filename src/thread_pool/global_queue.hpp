@@ -21,7 +21,7 @@ class global_queue {
     if (count_ == capacity_) grow();
     slots_[(head_ + count_) & (capacity_ - 1)] = item;
     ++count_;
-    // seq_cst: read by the parking protocol's final check (see thread_pool.cpp).
+    // seq_cst: read by the parking protocol's final check (see wake_protocol.cpp).
     size_.store(count_, std::memory_order_seq_cst);
     lock_.unlock();
   }
