@@ -345,7 +345,10 @@ struct thread_pool::impl {
   bool park_alarm = true;
   std::atomic<std::uint64_t> injected_starvation{0}, injected_blocking{0}, injected_hill_climbing{0},
       injected_eager{0}, injected_demand{0}, retired{0};
-  std::atomic<int> pushes_in_flight{0};
+  // Outside threads inside push_from_outside, plus kShutdownWaiting once shutdown() waits for
+  // them to leave (a futex word).
+  std::atomic<std::uint32_t> pushes_in_flight{0};
+  static constexpr std::uint32_t kShutdownWaiting = 0x8000'0000u;
   // The gate.
   std::mutex gate_lock;
   std::condition_variable gate_cv;

@@ -213,8 +213,12 @@ void thread_pool::impl::shutdown() {
   drain_inline();
   // Let schedule calls from other threads that are still inside the pool leave it; one that
   // pushed before seeing `stopped` may have left an item, so drain once more afterwards.
-  // acquire: pairs with push_from_outside's release decrement.
-  while (pushes_in_flight.load(std::memory_order_acquire) != 0) std::this_thread::yield();
+  // acquire: pairs with push_from_outside's release decrement. The waiting bit and the count
+  // share one word, so the last caller to leave sees the bit (its decrement comes after ours in
+  // the word's modification order) or we see its decrement: no wake-up can be lost.
+  pushes_in_flight.fetch_or(kShutdownWaiting, std::memory_order_acquire);
+  for (std::uint32_t n; ((n = pushes_in_flight.load(std::memory_order_acquire)) & ~kShutdownWaiting) != 0;)
+    detail::futex_wait(&pushes_in_flight, n);
   drain_inline();
 }
 

@@ -15,6 +15,7 @@
 #include <cstddef>
 
 #include "pool_impl.hpp"
+#include "tpl/detail/futex.hpp"
 #include "tpl/detail/trampoline.hpp"
 
 namespace tpl {
@@ -95,8 +96,11 @@ void thread_pool::impl::push_from_outside(void* item, detail::global_queue& q) {
   pushes_in_flight.fetch_add(1, std::memory_order_relaxed);
   q.push(item);
   after_push();
-  // release: everything this call read from the pool happens before shutdown() frees it.
-  pushes_in_flight.fetch_sub(1, std::memory_order_release);
+  // release: everything this call read from the pool happens before shutdown() frees it. Nothing
+  // here touches the pool after the decrement but the futex wake, a system call on the address
+  // (harmless if the memory is already gone: it can only wake a waiter spuriously).
+  if (pushes_in_flight.fetch_sub(1, std::memory_order_release) == (kShutdownWaiting | 1))
+    detail::futex_wake_all(&pushes_in_flight);
 }
 
 void* thread_pool::impl::find_work(worker& self) {
