@@ -3,6 +3,7 @@
 // and TPL_THREADPOOL_TRACE see them. Nothing here takes part in a decision: a listener's
 // exception is swallowed, and the snapshot is a set of relaxed reads, not a consistent cut.
 #include <cstdio>
+#include <new>
 
 #include "pool_impl.hpp"
 
@@ -10,13 +11,20 @@ namespace tpl {
 
 using namespace pool_detail;
 
-void thread_pool::impl::emit(thread_pool_event_kind kind, thread_pool_reason why, detail::thread_counts c, unsigned previous_goal) {
+void thread_pool::impl::emit(thread_pool_event_kind kind, thread_pool_reason why, detail::thread_counts c,
+                             unsigned previous_goal) {
   // relaxed: whether anyone listens; a listener set concurrently may miss an event in flight.
   const bool t = trace.load(std::memory_order_relaxed);
   if (!t && !has_listener.load(std::memory_order_relaxed)) return;
   thread_pool_event e{kind, why, clock::now(), c.existing, c.goal, previous_goal,
                       blocked_threads.load(std::memory_order_relaxed)};
-  if (t) std::fprintf(stderr, "%s\n", to_string(e).c_str());
+  if (t) {
+    try {
+      std::fprintf(stderr, "%s\n", to_string(e).c_str());
+    } catch (const std::bad_alloc&) {
+      // Out of memory for the trace line: the decision stands, the line is lost.
+    }
+  }
   std::shared_ptr<const std::function<void(const thread_pool_event&)>> l;
   {
     std::lock_guard g(listener_lock);
