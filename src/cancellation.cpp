@@ -1,6 +1,6 @@
 // Cancellation: the shared state behind cancellation_token_source / cancellation_token.
 //
-// The state holds a doubly-linked list of callback nodes under a spin lock (registering and
+// The state holds a doubly-linked list of callback nodes under a short lock (registering and
 // unregistering are a few instructions inside it). cancel() flips the phase, then repeatedly takes
 // the newest node out of the list and runs it outside the lock, remembering which node runs and on
 // which thread; unregistering a node that is running on another thread waits on a futex word that
@@ -12,7 +12,7 @@
 
 #include "tpl/cancellation.hpp"
 #include "tpl/detail/futex.hpp"
-#include "tpl/detail/spin_lock.hpp"
+#include "tpl/detail/short_lock.hpp"
 #include "tpl/detail/trampoline.hpp"
 #include "tpl/task_completion_source.hpp"
 #include "tpl/time_provider.hpp"
@@ -28,7 +28,7 @@ class cancellation_state {
 
   std::atomic<std::uint32_t> refs{1};
   std::atomic<std::uint8_t> phase{not_canceled};
-  spin_lock lock;
+  short_lock lock;
   cancel_callback_node* head = nullptr;       // newest first; guarded by lock
   cancel_callback_node* executing = nullptr;  // guarded by lock
   std::thread::id executing_thread;           // guarded by lock

@@ -358,6 +358,70 @@ TEST(ChannelRing, a_write_retrying_on_a_claimed_slot_is_not_left_waiting_when_th
   }
 }
 
+// A claim whose thread stays in the window (descheduled, or a slow move constructor): the waiter
+// watches it for a bounded time, then queues anyway and is served by the claimer's second look
+// at the gate after it publishes (or frees). The waiting operation's call returns while the
+// claim is still unfinished: nobody spins on another thread's progress.
+/// Runs op (a read_async or wait_to_read_async made into a task) while a write is held in its
+/// window; the operation must queue and be served once the write publishes. Returns its task.
+template <class Op>
+auto queue_behind_an_unpublished_write(Op op) {
+  ring_warmup w(0);
+  auto ch = tpl::make_unbounded_channel<held_item>();
+  held_move hold;
+  std::thread writer([&, wr = ch.writer()] {
+    held_item item(7, &hold);
+    hold.armed.store(true);
+    EXPECT_TRUE(wr.try_write(std::move(item)));
+  });
+  while (!hold.inside.load()) std::this_thread::yield();
+  auto t = op(ch.reader());  // returns: the operation queued
+  EXPECT_FALSE(t.is_completed());
+  hold.release.store(true);
+  writer.join();
+  const bool served = t.wait_for(std::chrono::seconds(30));
+  if (!served) ch.writer().complete();  // unsticks the waiter
+  EXPECT_TRUE(served) << "the queued operation was not served once the item was published";
+  return t;
+}
+
+TEST(ChannelRing, a_read_queues_behind_a_claim_that_stays_unpublished_and_the_writer_serves_it) {
+  auto t = queue_behind_an_unpublished_write(
+      [](const tpl::channel_reader<held_item>& r) { return r.read_async().as_task(); });
+  EXPECT_EQ(t.get().value, 7);
+}
+
+TEST(ChannelRing, a_wait_to_read_queues_behind_a_claim_that_stays_unpublished_and_the_writer_serves_it) {
+  auto t = queue_behind_an_unpublished_write(
+      [](const tpl::channel_reader<held_item>& r) { return r.wait_to_read_async().as_task(); });
+  EXPECT_TRUE(t.get());
+}
+
+TEST(ChannelRing, a_write_queues_behind_a_read_claim_that_stays_unfreed_and_the_reader_serves_it) {
+  ring_warmup w(0);
+  auto ch = tpl::make_bounded_channel<held_item>(4);
+  held_move hold;
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(ch.writer().try_write(held_item(i, &hold)));
+  hold.armed.store(true);
+  std::thread reader([&, r = ch.reader()] {
+    auto v = r.try_read();
+    ASSERT_TRUE(v.has_value());
+    EXPECT_EQ(v->value, 0);
+  });
+  while (!hold.inside.load()) std::this_thread::yield();
+  auto write = ch.writer().write_async(held_item(4, nullptr)).as_task();  // returns: the write queued
+  EXPECT_FALSE(write.is_completed());
+  hold.release.store(true);
+  reader.join();
+  const bool served = write.wait_for(std::chrono::seconds(30));
+  if (!served) ch.writer().complete();
+  ASSERT_TRUE(served) << "the queued write was not given the room the read freed";
+  write.get();
+  std::vector<int> rest;
+  while (auto v = ch.reader().try_read()) rest.push_back(v->value);
+  EXPECT_EQ(rest, iota(1, 5));
+}
+
 // ---- several threads ----------------------------------------------------------------------------
 
 struct stamped {

@@ -53,7 +53,7 @@
 #include "tpl/cancellation.hpp"
 #include "tpl/detail/config.hpp"
 #include "tpl/detail/frame_pool.hpp"
-#include "tpl/detail/spin_lock.hpp"
+#include "tpl/detail/short_lock.hpp"
 #include "tpl/exceptions.hpp"
 #include "tpl/scheduler.hpp"
 #include "tpl/task.hpp"
@@ -431,7 +431,7 @@ struct random_access_source {
   }
 };
 
-/// Any other input range: the iterator advances under a spin lock (never held across a body);
+/// Any other input range: the iterator advances under a short lock (never held across a body);
 /// one item per claim. Items of an input range are moved out; a forward range's lvalue items are
 /// referenced in place; prvalue items (views) are held by the claim while their body runs.
 template <class Holder>
@@ -443,7 +443,7 @@ struct iterator_source {
   using stored = std::conditional_t<by_reference, std::remove_reference_t<ref>*, std::remove_cvref_t<ref>>;
 
   Holder range;
-  spin_lock lock;
+  short_lock lock;
   std::optional<iterator> it;
   bool advance_pending = false;  // the item at *it was claimed: step past it on the next claim
   bool broken = false;           // the range threw: claim nothing more

@@ -440,7 +440,12 @@ task<std::decay_t<T>> task_from_result(T&& v) {
     if (v >= detail::kMinCachedInt && v <= detail::kMaxCachedInt) return detail::cached_int_task(v);
   }
   auto* s = new detail::ready_state<U>();
-  s->set_value(static_cast<T&&>(v));
+  try {
+    s->set_value(static_cast<T&&>(v));
+  } catch (...) {
+    delete s;  // U's constructor threw: the state holds no value and nobody else has it
+    throw;
+  }
   s->publish_completion_unshared();
   return task<U>(detail::adopt_state, s);
 }

@@ -92,14 +92,14 @@ struct when_all_base : task_state<R>, pooled_allocation {
   void arrive(bool may_run_inline) noexcept {
     // acq_rel: the last arriver must see the completions observed by every other arriver.
     if (remaining.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
-    outcome_collector c;
-    static_cast<Derived*>(this)->collect(c);
-    if (!c.apply(*this)) {
-      try {
-        static_cast<Derived*>(this)->set_results();
-      } catch (...) {
-        this->set_error(std::current_exception(), false);
-      }
+    try {
+      outcome_collector c;
+      static_cast<Derived*>(this)->collect(c);
+      if (!c.apply(*this)) static_cast<Derived*>(this)->set_results();
+    } catch (...) {
+      // No memory to collect the inputs' exceptions, or a result's constructor threw: the
+      // combined task faults with that exception (this runs in completion paths, noexcept).
+      this->set_error(std::current_exception(), false);
     }
     waiter* list = this->publish_completion();
     this->release();

@@ -1,5 +1,5 @@
 // async_manual_reset_event and async_auto_reset_event: a flag and a FIFO of waiters under one
-// spin lock; waiters released by set() are resolved outside the lock.
+// short lock; waiters released by set() are resolved outside the lock.
 #include "tpl/sync/async_event.hpp"
 
 #include <mutex>

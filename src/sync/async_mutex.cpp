@@ -1,4 +1,4 @@
-// async_mutex: a flag and a FIFO of waiters under one spin lock. unlock() with waiters queued hands
+// async_mutex: a flag and a FIFO of waiters under one short lock (detail::short_lock). unlock() with waiters queued hands
 // the lock to the oldest one without clearing the flag (no barging).
 #include "tpl/sync/async_mutex.hpp"
 

@@ -1,4 +1,4 @@
-// async_semaphore: a count and a FIFO of waiters under one spin lock. Every decision about a
+// async_semaphore: a count and a FIFO of waiters under one short lock (detail::short_lock). Every decision about a
 // waiter (granted, timed out, canceled, semaphore destroyed) is made under the lock by unlinking
 // it, so exactly one party resolves each waiter; resolving runs outside the lock.
 #include "tpl/sync/async_semaphore.hpp"

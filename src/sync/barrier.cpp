@@ -1,4 +1,4 @@
-// barrier and async_barrier: participants, arrivals and the phase under one spin lock. The arrival
+// barrier and async_barrier: participants, arrivals and the phase under one short lock (detail::short_lock). The arrival
 // that completes a phase runs the post-phase action outside the lock (arrivals for the next phase
 // cannot start before the phase's participants are released), then releases them.
 #include "tpl/sync/barrier.hpp"
@@ -84,7 +84,7 @@ bool barrier_core::arrive(sync_waiter* w, bool may_enqueue) {
   return false;
 }
 
-void barrier_core::finish_phase(std::unique_lock<spin_lock>& held, sync_waiter* last) {
+void barrier_core::finish_phase(std::unique_lock<short_lock>& held, sync_waiter* last) {
   finishing_ = true;
   const std::int64_t phase = phase_;
   sync_waiter* chain = waiters_.take_all();

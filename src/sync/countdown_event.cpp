@@ -1,4 +1,4 @@
-// countdown_event and async_countdown_event: a count and a FIFO of waiters under one spin lock.
+// countdown_event and async_countdown_event: a count and a FIFO of waiters under one short lock (detail::short_lock).
 #include "tpl/sync/countdown_event.hpp"
 
 #include <limits>

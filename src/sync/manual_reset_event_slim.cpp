@@ -1,5 +1,5 @@
 // manual_reset_event_slim: an atomic flag for the spinning fast path, plus a FIFO of blocked
-// waiters under a spin lock for the slow path.
+// waiters under a short lock for the slow path.
 #include "tpl/sync/manual_reset_event_slim.hpp"
 
 #include <mutex>

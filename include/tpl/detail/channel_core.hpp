@@ -2,7 +2,7 @@
 // four FIFO queues of waiting operations and the completion state (internal; the public face is
 // tpl/channel.hpp).
 //
-// Two modes. A new channel keeps its items in a growable ring under a spin lock, and every
+// Two modes. A new channel keeps its items in a growable ring under a short lock, and every
 // operation takes the lock (a channel that carries a few items, like each link of seed 001's
 // chain, stays this small). After its warm-up writes (channel_fast_ring_warmup) a wait-mode
 // bounded channel of capacity 2 or more, or an unbounded one, moves its items to a lock-free
@@ -26,6 +26,13 @@
 // writers waiting for room (claim, look, free; a writer about to wait that sees a slot claimed
 // but not yet freed tries again) and for completion: the reader that takes the last item of a
 // completed channel finishes it.
+//
+// A claim whose thread is descheduled between claim and publication would keep such a waiter
+// retrying; it watches for kChannelClaimWaits rounds and then queues anyway, and runs a heavy
+// fence (asymmetric_fence_heavy) before it serves the channel once more. Every lock-free write
+// (read) looks at the gate a second time after its publication (freeing), with only the light
+// half of the fence: either its publication was visible to the waiter's service() after the
+// heavy fence, or its second look sees the waiter counted and it serves it.
 //
 // Protocol. Every decision about a waiting operation (handed an item, given room, completed,
 // canceled, channel destroyed) is made under the lock by unlinking its node and marking it
@@ -56,9 +63,10 @@
 #include <utility>
 
 #include "tpl/cancellation.hpp"
+#include "tpl/detail/asymmetric_fence.hpp"
 #include "tpl/detail/channel_fast_ring.hpp"
 #include "tpl/detail/config.hpp"
-#include "tpl/detail/spin_lock.hpp"
+#include "tpl/detail/short_lock.hpp"
 #include "tpl/detail/task_state.hpp"
 #include "tpl/detail/trampoline.hpp"
 #include "tpl/exceptions.hpp"
@@ -95,6 +103,10 @@ inline std::atomic<std::uint32_t> channel_fast_ring_warmup{64};
 
 /// How many times an operation that found the ring full (empty) looks again before it waits.
 inline constexpr int kChannelSpinChecks = 32;
+
+/// Rounds (kChannelSpinChecks looks, then a yield) an operation about to wait watches a ring slot
+/// that another thread claimed and has not published (freed) yet, before it queues anyway.
+inline constexpr int kChannelClaimWaits = 4;
 
 /// Writes to unbounded channels that a pool worker completes at once before the writing coroutine
 /// lets the worker's other work run (see unbounded_write_yields).
@@ -474,7 +486,13 @@ class channel_core final {
       // seq_cst announce, see start()) sees our claim and does not wait for it (Dekker).
       const auto look = [this, &seen] { seen = gate_.load(std::memory_order_seq_cst); };
       if (ring()->try_push(item, false, look) != fast_ring::push_result::ok) return false;
-      if (seen >= kWaitUnit) service();  // the item is published now
+      // The second look, after the publication: a reader that found our claim unpublished for
+      // too long queued itself and then ran a heavy fence (start()'s queue_anyway). Either our
+      // publication was visible to it after that fence, or this look sees it counted.
+      // relaxed: ordered after the publication by the asymmetric fence pair (the light half is a
+      // compiler barrier; see asymmetric_fence.hpp for why that suffices on x86 and ARMv8).
+      asymmetric_fence_light();
+      if (seen >= kWaitUnit || gate_.load(std::memory_order_relaxed) >= kWaitUnit) service();
       return true;
     }
     // A rendezvous channel buffers nothing: only the general path can hand an item over.
@@ -556,7 +574,11 @@ class channel_core final {
       // try_complete).
       const auto look = [this, &g] { g = gate_.load(std::memory_order_seq_cst); };
       if (!rring()->try_pop(out, pos, look)) return false;
-      if (g != 0 && needs_service_after_read(g, pos)) service();  // the slot is free now
+      // The second look, after freeing the slot: as in try_write_fast, for a writer that found
+      // our claim unfreed for too long and queued for room (relaxed: see there).
+      asymmetric_fence_light();
+      if ((g != 0 && needs_service_after_read(g, pos)) || gate_.load(std::memory_order_relaxed) >= kWaitUnit)
+        service();  // the slot is free now
       return true;
     }
     // A rendezvous channel buffers nothing: only the general path can take a waiting writer's item.
@@ -650,6 +672,8 @@ class channel_core final {
   /// (it will be resolved and resumed later) and false is returned; if not, nothing happened.
   bool start(channel_op op, channel_node& node, bool may_queue) {
     const bool synchronous = has_mode(kSynchronous);
+    int claim_waits = 0;          // times we waited for another thread's claim to finish
+    bool queue_anyway = false;    // that thread is slow: queue, and let its second look find us
     for (;;) {
       channel_wake_list wake;
       std::optional<T> dropped;
@@ -657,6 +681,7 @@ class channel_core final {
       bool resolved_now = true;
       bool pinned = false;
       bool in_progress = false;
+      bool fence_and_serve = false;  // queued past a claim in progress (queue_anyway)
       {
         std::lock_guard g(lock_);
         if (node.state == channel_node_state::cancel_requested) {
@@ -680,6 +705,14 @@ class channel_core final {
             // the gate before our announce and then would not serve us. It is a few
             // instructions from done; try again then instead of waiting for it.
             in_progress = claim_in_progress_locked(op);
+            if (in_progress && queue_anyway) {
+              // Its thread did not finish the claim while we watched (descheduled?). Queue
+              // after all: past the heavy fence below, either its publication is visible to
+              // our service() or its second look (after publishing) sees us counted in the
+              // gate and it serves us (asymmetric Dekker, see asymmetric_fence.hpp).
+              in_progress = false;
+              fence_and_serve = true;
+            }
             if (!in_progress) {
               enqueue_locked(op, node, wake);
               if (!announce && node.state == channel_node_state::queued) gate_count_locked(+1);
@@ -691,19 +724,24 @@ class channel_core final {
         }
         // Once our node is queued, another thread may resume our coroutine, which may drop the
         // last handle: the nodes we still have to wake keep the core alive through this reference.
-        if (!resolved_now && !in_progress && !wake.empty()) {
+        if (!resolved_now && !in_progress && (!wake.empty() || fence_and_serve)) {
           add_ref();
           pinned = true;
         }
       }
       if (in_progress) {
         finish(wake, dropped, now_done, synchronous);  // (nothing to do after a failed attempt)
-        wait_for_claim(op);
+        // Bounded: after kChannelClaimWaits rounds of watching, queue (see queue_anyway).
+        if (!wait_for_claim(op) && ++claim_waits >= kChannelClaimWaits) queue_anyway = true;
         continue;
       }
       if (!resolved_now) {
-        // Queued: from here on, touch nothing of the core or of node.
+        // Queued: from here on, touch nothing of node, and of the core only through our pin.
         wake.wake_all(synchronous);
+        if (fence_and_serve) {
+          asymmetric_fence_heavy();
+          service();
+        }
         if (pinned) release();
         return false;
       }
@@ -751,13 +789,15 @@ class channel_core final {
   }
 
   /// The claim start() saw is a few instructions from done, unless its thread was preempted in
-  /// between: watch briefly, then give the processor away.
-  void wait_for_claim(channel_op op) const noexcept {
+  /// between: watch briefly; true if it looks done. Otherwise give the processor away once and
+  /// return false (start() counts these rounds and stops watching after kChannelClaimWaits).
+  bool wait_for_claim(channel_op op) const noexcept {
     for (int i = 0; i < kChannelSpinChecks; ++i) {
-      if (is_read_side(op) ? rring()->front_ready() : ring()->has_room()) return;
+      if (is_read_side(op) ? rring()->front_ready() : ring()->has_room()) return true;
       TPL_CPU_RELAX();
     }
     std::this_thread::yield();
+    return false;
   }
 
   // The gate: one word the lock-free paths read to know they may go ahead (it is 0 then). Changed
@@ -1245,7 +1285,7 @@ class channel_core final {
     return cold_.load(std::memory_order_relaxed);  // relaxed: written only under the lock we hold
   }
 
-  // 88 bytes in all (allocated as 136, see kAllocBytes). The lock-free
+  // 96 bytes in all (allocated as 136, see kAllocBytes). The lock-free
   // paths read the gate and the ring pointers on every operation; the locked paths write the lock
   // on every operation (in overflow, a producer takes the lock per item while its consumer reads
   // the ring). The lock is 64 bytes or more after every field the lock-free paths read, so never
@@ -1266,7 +1306,7 @@ class channel_core final {
   channel_node_queue write_waiters_;  // wait_to_write_async
   channel_ring<T> items_;             // the buffer without a ring; the overflow with one
   std::uint32_t ring_warmup_;         // writes under the lock left before the ring
-  mutable spin_lock lock_;
+  mutable short_lock lock_;
   bool completed_ = false;    // no more writes
   bool done_ = false;         // completed and drained
   const std::uint8_t mode_;   // the other settings: full mode and kSingleReader/Writer, kSynchronous

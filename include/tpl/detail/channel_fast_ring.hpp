@@ -11,8 +11,9 @@
 //
 // A claimed slot whose item is not yet published reads as empty. A lock-free writer looks for
 // waiting readers right after its claim (the claim's CAS is the Dekker store, see channel_core's
-// gate), and a reader about to wait that sees a claim still unpublished does not wait for it to
-// be served (channel_core::start), so nobody sleeps on it.
+// gate), and a reader about to wait that sees a claim still unpublished tries again instead of
+// waiting, for a bounded time; then it queues, and the writer's second look after publishing
+// finds it (channel_core::start), so nobody sleeps on an item that is there.
 #pragma once
 
 #include <atomic>

@@ -8,8 +8,9 @@
 //   waiter* | kLocked      a remover is unlinking a waiter from the middle of the list
 //   kCompleted             completed; status_, the result and error_ are published
 // Adding a waiter is one CAS. Completing is one CAS that takes the list. Removing a waiter (a timed
-// wait that gave up, when_any cleaning up its losers) is a CAS when the waiter is at the head, and a
-// short lock of the word otherwise; so abandoned waits never accumulate on a long-lived task.
+// wait that gave up, when_any cleaning up its losers) locks the word, unlinks, and unlocks; so
+// abandoned waits never accumulate on a long-lived task. Whoever finds the word locked watches it
+// briefly and then sleeps on it (std::atomic::wait) until the remover unlocks it and notifies.
 #pragma once
 
 #include <atomic>
@@ -104,8 +105,7 @@ class task_state_base {
     for (;;) {
       if (cur == kCompleted) return false;
       if (TPL_UNLIKELY(cur & kLocked)) {
-        TPL_CPU_RELAX();
-        cur = head_.load(std::memory_order_acquire);
+        cur = wait_unlocked(cur);
         continue;
       }
       w->next = reinterpret_cast<waiter*>(cur);
@@ -125,11 +125,10 @@ class task_state_base {
     for (;;) {
       if (cur == kCompleted || cur == kEmpty) return false;
       if (cur & kLocked) {
-        TPL_CPU_RELAX();
-        cur = head_.load(std::memory_order_acquire);
+        cur = wait_unlocked(cur);
         continue;
       }
-      // Lock the word (pushers and the completer spin meanwhile), then unlink. Always locked,
+      // Lock the word (pushers and the completer wait meanwhile), then unlink. Always locked,
       // even for the head: an unlocked CAS from w to a w->next read earlier could install a node
       // that another remover unlinked in between (the word would read w again: ABA).
       if (!head_.compare_exchange_weak(cur, cur | kLocked, std::memory_order_acquire,
@@ -151,6 +150,9 @@ class task_state_base {
       }
       // release: the unlinked list is what the next locker / completer reads.
       head_.store(cur, std::memory_order_release);
+      // Whoever waits in wait_unlocked() past its spin sleeps on the word (we hold a reference
+      // to the state: it is still there).
+      head_.notify_all();
       return found;
     }
   }
@@ -161,8 +163,7 @@ class task_state_base {
     std::uintptr_t cur = head_.load(std::memory_order_relaxed);
     for (;;) {
       if (TPL_UNLIKELY(cur & kLocked)) {
-        TPL_CPU_RELAX();
-        cur = head_.load(std::memory_order_relaxed);
+        cur = wait_unlocked(cur);
         continue;
       }
       // acq_rel: release publishes the result to every reader that acquires kCompleted; acquire
@@ -329,6 +330,27 @@ class task_state_base {
     if (d > 0 && d < 65536) frame_offset_ = static_cast<std::uint16_t>(d);
   }
   void make_immortal() noexcept { immortal_ = true; }
+
+ private:
+  static constexpr int kLockSpins = 64;
+
+  /// cur: the word as last seen, locked by a remover walking the list. Watches it for a while,
+  /// then sleeps until the remover stores it unlocked (remove_waiter notifies): the walk is
+  /// O(waiters) and its thread may be descheduled, so nobody spins on it unboundedly. Returns the
+  /// word, unlocked (acquire: as add_waiter's loads; the other callers need no more).
+  TPL_NOINLINE std::uintptr_t wait_unlocked(std::uintptr_t cur) const noexcept {
+    for (int i = 0; i < kLockSpins; ++i) {
+      TPL_CPU_RELAX();
+      cur = head_.load(std::memory_order_acquire);
+      if ((cur & kLocked) == 0) return cur;
+    }
+    for (;;) {
+      // Blocks while the word still reads cur (acquire: as above).
+      head_.wait(cur, std::memory_order_acquire);
+      cur = head_.load(std::memory_order_acquire);
+      if ((cur & kLocked) == 0) return cur;
+    }
+  }
 
  protected:
   ~task_state_base() {

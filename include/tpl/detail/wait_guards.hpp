@@ -13,7 +13,7 @@
 #include <utility>
 
 #include "tpl/cancellation.hpp"
-#include "tpl/detail/spin_lock.hpp"
+#include "tpl/detail/short_lock.hpp"
 #include "tpl/time_provider.hpp"
 
 namespace tpl::detail {
@@ -40,7 +40,7 @@ class wait_guards {
   }
 
  private:
-  spin_lock lock_;
+  short_lock lock_;
   timer clock_;
   cancellation_registration registration_;
 };

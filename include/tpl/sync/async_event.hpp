@@ -16,7 +16,7 @@
 #pragma once
 
 #include "tpl/cancellation.hpp"
-#include "tpl/detail/spin_lock.hpp"
+#include "tpl/detail/short_lock.hpp"
 #include "tpl/sync/wait_list.hpp"
 #include "tpl/task.hpp"
 
@@ -39,7 +39,7 @@ class async_event_state : public sync_waitable {
 
   bool try_unlink(sync_waiter* w) noexcept final;
 
-  mutable spin_lock lock_;
+  mutable short_lock lock_;
   bool set_;
   sync_wait_list waiters_;
 };

@@ -17,14 +17,14 @@
 // Unlocking a mutex that is not locked throws invalid_operation. Destroying a mutex with
 // waiters queued fails their waits with invalid_operation.
 //
-// Cost: an uncontended lock_async() + unlock is two short spin-lock sections and no allocation
+// Cost: an uncontended lock_async() + unlock is two short locked sections and no allocation
 // (the value_task holds the guard inline).
 #pragma once
 
 #include <utility>
 
 #include "tpl/cancellation.hpp"
-#include "tpl/detail/spin_lock.hpp"
+#include "tpl/detail/short_lock.hpp"
 #include "tpl/sync/wait_list.hpp"
 #include "tpl/task.hpp"
 #include "tpl/value_task.hpp"
@@ -89,7 +89,7 @@ class async_mutex final : private detail::sync_waitable {
   bool try_unlink(detail::sync_waiter* w) noexcept override;
   bool take_or_enqueue(detail::sync_waiter* w, bool may_enqueue) noexcept;
 
-  mutable detail::spin_lock lock_;
+  mutable detail::short_lock lock_;
   bool locked_ = false;
   detail::sync_wait_list waiters_;
 };

@@ -19,7 +19,7 @@
 #include <limits>
 
 #include "tpl/cancellation.hpp"
-#include "tpl/detail/spin_lock.hpp"
+#include "tpl/detail/short_lock.hpp"
 #include "tpl/exceptions.hpp"
 #include "tpl/task.hpp"
 #include "tpl/time_provider.hpp"
@@ -79,7 +79,7 @@ class async_semaphore {
   bool take_or_enqueue(detail::semaphore_waiter* w) noexcept;
 
  private:
-  mutable detail::spin_lock lock_;
+  mutable detail::short_lock lock_;
   std::int64_t count_;
   const std::int64_t max_;
   detail::semaphore_waiter* head_ = nullptr;  // oldest

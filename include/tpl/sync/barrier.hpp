@@ -26,7 +26,7 @@
 #include <stdexcept>
 
 #include "tpl/cancellation.hpp"
-#include "tpl/detail/spin_lock.hpp"
+#include "tpl/detail/short_lock.hpp"
 #include "tpl/sync/wait_list.hpp"
 #include "tpl/time_provider.hpp"
 
@@ -64,9 +64,9 @@ class barrier_core : public sync_waitable {
 
  private:
   /// Called with lock held by the arrival that completes the phase; releases the lock.
-  void finish_phase(std::unique_lock<spin_lock>& held, sync_waiter* last);
+  void finish_phase(std::unique_lock<short_lock>& held, sync_waiter* last);
 
-  mutable spin_lock lock_;
+  mutable short_lock lock_;
   std::int64_t participants_;
   std::int64_t arrived_ = 0;
   std::int64_t phase_ = 0;

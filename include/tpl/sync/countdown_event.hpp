@@ -15,7 +15,7 @@
 #include <cstdint>
 
 #include "tpl/cancellation.hpp"
-#include "tpl/detail/spin_lock.hpp"
+#include "tpl/detail/short_lock.hpp"
 #include "tpl/sync/wait_list.hpp"
 #include "tpl/time_provider.hpp"
 
@@ -40,7 +40,7 @@ class countdown_core : public sync_waitable {
   bool try_unlink(sync_waiter* w) noexcept override;
 
  private:
-  mutable spin_lock lock_;
+  mutable short_lock lock_;
   std::int64_t count_;
   std::int64_t initial_;
   sync_wait_list waiters_;

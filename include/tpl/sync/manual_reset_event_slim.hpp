@@ -13,7 +13,7 @@
 #include <chrono>
 
 #include "tpl/cancellation.hpp"
-#include "tpl/detail/spin_lock.hpp"
+#include "tpl/detail/short_lock.hpp"
 #include "tpl/sync/wait_list.hpp"
 #include "tpl/time_provider.hpp"
 
@@ -42,7 +42,7 @@ class manual_reset_event_slim final : private detail::sync_waitable {
  private:
   bool try_unlink(detail::sync_waiter* w) noexcept override;
 
-  mutable detail::spin_lock lock_;
+  mutable detail::short_lock lock_;
   std::atomic<bool> set_;
   detail::sync_wait_list waiters_;
   int spin_count_;
