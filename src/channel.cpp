@@ -14,6 +14,22 @@ void throw_channel_closed(const std::exception_ptr& completion_error) {
   throw channel_closed(completion_error);
 }
 
+void channel_wake_list::wake_all_slow(bool synchronous) noexcept {
+  channel_node* n = head_;
+  head_ = tail_ = nullptr;
+  while (n != nullptr) {
+    channel_node* next = n->next;  // read before resuming: the resumed frame may free n
+    // Waits for the node's cancellation callback if it is running elsewhere: after this it can
+    // no longer touch the core (which the resumed coroutine may destroy).
+    n->reset_registration();
+    if (synchronous)
+      resume_inline(n->continuation);
+    else
+      dispatch_wakeup(n->continuation);
+    n = next;
+  }
+}
+
 void throw_channel_misuse(const char* what) { throw invalid_operation(what); }
 
 std::exception_ptr make_channel_canceled() { return std::make_exception_ptr(operation_canceled()); }
