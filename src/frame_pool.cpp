@@ -1,5 +1,10 @@
 // The slow paths of the coroutine frame pool: refilling from / spilling to the process-wide
 // transfer lists, and returning a thread's cache when the thread exits.
+//
+// Invariants: a thread's cache is handed back exactly once, by its exit hook, and after that the
+// thread neither caches a freed block nor takes a batch (hook_state 2: straight to the system);
+// a class's transfer list holds at most max_batches(c) batches (about kMaxTransferBytesPerClass),
+// so what the pool keeps after a burst is bounded per class.
 #include <atomic>
 #include <mutex>
 
@@ -9,6 +14,14 @@ namespace tpl::detail {
 namespace {
 
 constexpr std::size_t kMaxTransferBatchesPerClass = 64;
+// What a class's transfer list keeps at most, in bytes: after a burst, frames beyond it go back to
+// the system (a list of the largest class holds 4 batches, one of the smallest 64).
+constexpr std::size_t kMaxTransferBytesPerClass = 256 * 1024;
+
+constexpr std::size_t max_batches(std::size_t c) noexcept {
+  const std::size_t n = kMaxTransferBytesPerClass / (kFrameTransferBatch * frame_class_bytes(c));
+  return n == 0 ? 1 : n > kMaxTransferBatchesPerClass ? kMaxTransferBatchesPerClass : n;
+}
 
 struct batch {
   free_block* head = nullptr;
@@ -26,10 +39,10 @@ struct transfer_list {
   std::atomic<std::size_t> size{0};
 };
 
-// Adds b to t if it has room. Under t.lock.
-bool try_add_batch_locked(transfer_list& t, batch b) noexcept {
+// Adds b to t (the list of class c) if it has room. Under t.lock.
+bool try_add_batch_locked(transfer_list& t, std::size_t c, batch b) noexcept {
   const std::size_t k = t.size.load(std::memory_order_relaxed);  // relaxed: under the lock
-  if (k == kMaxTransferBatchesPerClass) return false;
+  if (k >= max_batches(c)) return false;
   t.batches[k] = b;
   t.size.store(k + 1, std::memory_order_relaxed);
   return true;
@@ -69,7 +82,7 @@ struct exit_hook {
       transfer_list& t = transfer(c);
       {
         std::lock_guard g(t.lock);
-        if (try_add_batch_locked(t, batch{head, n})) head = nullptr;
+        if (try_add_batch_locked(t, c, batch{head, n})) head = nullptr;
       }
       release_chain_to_system(head, c);
     }
@@ -86,6 +99,9 @@ void install_exit_hook() {
 
 void* frame_alloc_slow(std::size_t c) {
   frame_cache& cache = frame_cache_tls();
+  // Thread exit (other thread_local destructors still run coroutines): the exit hook has handed
+  // the cache back and will not run again, so a batch taken now would never be returned.
+  if (cache.hook_state == 2) return ::operator new(frame_class_bytes(c));
   if (cache.hook_state == 0) install_exit_hook();
   transfer_list& t = transfer(c);
   batch got;
@@ -133,7 +149,7 @@ void frame_free_slow(void* p, std::size_t c) {
   {
     transfer_list& t = transfer(c);
     std::lock_guard g(t.lock);
-    kept = try_add_batch_locked(t, batch{head, kFrameTransferBatch});
+    kept = try_add_batch_locked(t, c, batch{head, kFrameTransferBatch});
   }
   if (!kept) release_chain_to_system(head, c);
   b->next = cache.head[c];
