@@ -208,7 +208,18 @@ detached fire_from_pool(waiter* list, bool force_async) {
 }  // namespace
 
 void task_state_base::fire_waiters_later(waiter* list, bool force_async) noexcept {
-  fire_from_pool(list, force_async);
+  try {
+    fire_from_pool(list, force_async);
+  } catch (const std::bad_alloc&) {
+    // No memory for the hop's frame: fire here, past the depth guard, rather than lose the
+    // waiters (a deeper stack is recoverable, lost continuations are not). Queuing the hop can
+    // need memory as well; that is the terminate case of docs/thread-pool.md, "Out of memory".
+    trampoline_state& t = trampoline_tls();
+    const std::uint32_t saved = t.depth;
+    t.depth = 0;
+    fire_waiters(list, force_async);
+    t.depth = saved;
+  }
 }
 
 // ---- cached tasks ---------------------------------------------------------------------------

@@ -241,7 +241,9 @@ class channel_core final {
   /// rendezvous channel, no reader is waiting. Throws channel_closed once completed.
   bool try_write(T& item);
 
-  bool try_complete(std::exception_ptr error) noexcept;
+  /// Throws std::bad_alloc, with the channel unchanged, if the block that keeps the error cannot
+  /// be allocated.
+  bool try_complete(std::exception_ptr error);
 
   // ---- reader side ---------------------------------------------------------------------------
 
@@ -531,10 +533,11 @@ class channel_core final {
   }
 
   /// The cold state, made if need be (under the lock; may throw bad_alloc before changing anything).
-  cold_state& cold_locked() {
+  /// The cold block, made (from spare, if given) when there is none yet. Under the lock.
+  cold_state& cold_locked(std::unique_ptr<cold_state> spare = nullptr) {
     cold_state* c = cold_if_any_locked();
     if (c == nullptr) {
-      c = new cold_state{};
+      c = spare ? spare.release() : new cold_state{};
       // release: finish() reads it without the lock (acquire).
       cold_.store(c, std::memory_order_release);
     }

@@ -17,15 +17,17 @@
 namespace tpl::detail {
 
 template <class T>
-bool channel_core<T>::try_complete(std::exception_ptr error) noexcept {
+bool channel_core<T>::try_complete(std::exception_ptr error) {
+  // The cold block holds the error: allocated before the lock if there is none yet (acquire:
+  // pairs with cold_locked()'s release; a block made meanwhile makes this one spare).
+  std::unique_ptr<cold_state> spare;
+  if (error && cold_.load(std::memory_order_acquire) == nullptr) spare = std::make_unique<cold_state>();
   channel_wake_list wake;
   bool now_done = false;
   {
     std::lock_guard g(lock_);
     if (completed_) return false;
-    // The cold block holds the error (made here if need be: a few dozen bytes; running out of
-    // memory for them terminates, try_complete being noexcept).
-    if (error) cold_locked().error = std::move(error);
+    if (error) cold_locked(std::move(spare)).error = std::move(error);
     completed_ = true;
     // seq_cst, then the ring's close and the done check below (seq_cst loads): a lock-free
     // reader that took the last item either is seen by the check or sees kCompleted and comes
