@@ -296,6 +296,15 @@ GROUPS: dict[str, dict] = {
     "channel_mpmc_unbounded": dict(desc="10,000,000 items, 2 producers x 2 consumers, unbounded "
                                         "(quick: 1,000,000)",
                                    expect=(_sum_below(10_000_000), _sum_below(1_000_000))),
+    "for_async_delay_100": dict(desc="parallel loop over 100 bodies that each await delay(1 ms) "
+                                     "(seed 000: 89 ms on .NET); default and 100-wide degree",
+                                expect=(100, 100)),
+    "rw_lock_stress": dict(desc="seed 000: 100 pool items enter and leave a read lock, in rounds, "
+                                "for 2 s (quick: 0.3 s); checksum = acquisitions that took 10 ms "
+                                "or more (expected 0; printed, not enforced)", expect=None),
+    "multiple_serial": dict(desc="seed 000's MultipleSerial: 8 x rent + clear a 4 KiB buffer, "
+                                 "yield, 8 x read and return; 100,000 iterations (quick: 10,000; "
+                                 ".NET 7: 9.3 us per iteration)", expect=(100_000, 10_000)),
     "sync_over_async": dict(desc="seed 000: 4 x cores pool items block on one unfinished task, "
                                  "one more item completes it (fresh process, no warm-up); "
                                  "Mean = time until all have run", expect=None, timeline=True),
