@@ -69,7 +69,9 @@ enum class outcome { ran, bad_alloc, canceled, other, not_started };
 // One run of a scenario, with the N-th allocation of this thread failing.
 class attempt {
  public:
-  attempt(const char* scenario, long n) : scenario_(scenario), n_(n) { tpl_alloc::arm_failure(n); }
+  attempt(const char* scenario, long n, bool persistent) : scenario_(scenario), n_(n) {
+    tpl_alloc::arm_failure(n, persistent);
+  }
   ~attempt() { tpl_alloc::disarm_failure(); }
   attempt(const attempt&) = delete;
   attempt& operator=(const attempt&) = delete;
@@ -157,9 +159,11 @@ struct sweep_result {
 };
 
 // Runs `scenario(attempt&) -> bool` (true: it completed with the results of a run without
-// failures) for N = 1, 2, ... as described at the top of this file.
+// failures) for N = 1, 2, ... as described at the top of this file. With `persistent`, every
+// allocation of the thread from the N-th on fails (an exhausted heap: the clean-up paths after the
+// first failure cannot allocate either); else only the N-th.
 template <class Scenario>
-sweep_result sweep(const char* name, Scenario scenario) {
+sweep_result sweep(const char* name, Scenario scenario, bool persistent) {
   sweep_result r;
   for (long n = 1; n <= kMaxRuns; ++n) {
     tpl::detail::frame_pool_release_caches_for_testing();
@@ -168,7 +172,7 @@ sweep_result sweep(const char* name, Scenario scenario) {
     int bad_allocs = 0;
     std::vector<std::string> errors;
     {
-      attempt a(name, n);
+      attempt a(name, n, persistent);
       try {
         completed = scenario(a);
       } catch (const std::exception& e) {
@@ -200,8 +204,8 @@ sweep_result sweep(const char* name, Scenario scenario) {
     }
     if (::testing::Test::HasFailure()) break;  // one failing N is enough to look at
   }
-  std::printf("[alloc sweep] %-22s N = 1..%ld: %ld runs failed with std::bad_alloc, %ld absorbed, %s\n",
-              name, r.runs, r.bad_alloc_runs, r.absorbed_runs,
+  std::printf("[alloc sweep] %-22s %-10s N = 1..%ld: %ld runs failed with std::bad_alloc, %ld absorbed, %s\n",
+              name, persistent ? "from N on" : "N-th only", r.runs, r.bad_alloc_runs, r.absorbed_runs,
               r.ended_clean ? "last run completed" : "did not end with a completed run");
   EXPECT_GT(r.bad_alloc_runs, 0) << name << ": no run saw std::bad_alloc (is the hook injecting?)";
   EXPECT_TRUE(r.ended_clean) << name << ": the sweep did not end with a completed run";
@@ -337,7 +341,10 @@ long leftover(const tpl::channel_reader<int>& r) {
 
 bool channels(attempt& a) {
   std::optional<tpl::channel<int>> unbounded, bounded;
-  if (!a.call([&] { unbounded.emplace(tpl::make_unbounded_channel<int>()); })) return false;
+  // The unbounded channel resumes its reader inline, inside try_write on this thread.
+  tpl::unbounded_channel_options inline_reader;
+  inline_reader.allow_synchronous_continuations = true;
+  if (!a.call([&] { unbounded.emplace(tpl::make_unbounded_channel<int>(inline_reader)); })) return false;
   if (!a.call([&] { bounded.emplace(tpl::make_bounded_channel<int>(2)); })) return false;
   long read_u = 0, read_b = 0, written_u = 0, written_b = 0;
   std::exception_ptr completion_error;
@@ -348,7 +355,7 @@ bool channels(attempt& a) {
   tpl::task<> reader_u, reader_b, producer_b;
   a.call([&] { reader_u = drain(unbounded->reader(), &read_u); });
   a.call([&] { reader_b = drain(bounded->reader(), &read_b); });
-  // Unbounded: try_write from this thread (it resumes the waiting reader inline or queues it).
+  // Unbounded: try_write from this thread (it resumes the waiting reader inline).
   for (int i = 1; i <= 6; ++i) {
     bool written = false;
     if (a.call([&] { written = unbounded->writer().try_write(i); }) && a.check(written, "try_write on an open unbounded channel"))
@@ -599,6 +606,50 @@ bool grow_pool(attempt& a) {
   return ok;
 }
 
+// schedule() from user code when the pool's global queue is full: the queue grows (doubling) on
+// this thread, and if that fails tpl::run throws std::bad_alloc with nothing queued (and the
+// task's frame freed). A fresh one-thread pool per run: its worker is held by the first item while
+// this thread fills the queue to just below its 1,024 slots with the hook paused, then queues 8
+// more, armed, so that the queue grows during them.
+bool queue_growth(attempt& a) {
+  std::optional<tpl::thread_pool> pool;
+  std::optional<tpl::task_completion_source<>> release;
+  std::vector<tpl::task<int>> items;
+  tpl::task<> holder;
+  constexpr int kFill = 1020;  // with the 8 queued armed, the queue passes 1,024 during them
+  {
+    tpl_alloc::paused p;
+    pool.emplace(pool_options(1, 1));
+    release.emplace();
+    tpl::task<> released = release->get_task();
+    holder = tpl::run(*pool, [released]() {
+      tpl::sync_wait(released);  // holds the pool's one worker until the queue is filled
+    });
+    items.reserve(kFill + 8);
+    for (int i = 0; i < kFill; ++i) items.push_back(tpl::run(*pool, [i] { return i; }));
+  }
+  bool ok = true;
+  for (int i = kFill; i < kFill + 8; ++i) {
+    tpl::task<int> t;
+    if (a.call([&] { t = tpl::run(*pool, [i] { return i; }); })) {
+      tpl_alloc::paused p;
+      items.push_back(std::move(t));
+    } else {
+      ok = false;
+    }
+  }
+  tpl_alloc::paused p;
+  release->set_result();
+  ok &= a.settle(holder, "the item holding the worker") == outcome::ran;
+  for (auto& t : items) {
+    const bool ran = a.settle(t, "a queued item") == outcome::ran;
+    ok &= ran && a.check(t.get() >= 0, "a queued item's value");
+  }
+  items.clear();
+  pool.reset();
+  return ok;
+}
+
 // Work on the default pool and the system timer thread before the sweeps, so that their one-time
 // allocations (threads, queues) are not what the first runs measure.
 void warm_up() {
@@ -611,40 +662,54 @@ void warm_up() {
 
 TEST(allocation_failure, task_chains) {
   warm_up();
-  sweep("task chains", task_chain);
+  sweep("task chains", task_chain, /*persistent=*/false);
+  sweep("task chains", task_chain, /*persistent=*/true);
 }
 
 TEST(allocation_failure, when_all_and_when_any) {
   warm_up();
-  sweep("when_all / when_any", when_all_any);
+  sweep("when_all / when_any", when_all_any, /*persistent=*/false);
+  sweep("when_all / when_any", when_all_any, /*persistent=*/true);
 }
 
 TEST(allocation_failure, channels) {
   warm_up();
-  sweep("channels", channels);
+  sweep("channels", channels, /*persistent=*/false);
+  sweep("channels", channels, /*persistent=*/true);
 }
 
 TEST(allocation_failure, cancellation) {
   warm_up();
-  sweep("cancellation", cancellation);
+  sweep("cancellation", cancellation, /*persistent=*/false);
+  sweep("cancellation", cancellation, /*persistent=*/true);
 }
 
 TEST(allocation_failure, timers_and_delays) {
   warm_up();
-  sweep("timers / delay", timers);
+  sweep("timers / delay", timers, /*persistent=*/false);
+  sweep("timers / delay", timers, /*persistent=*/true);
 }
 
 TEST(allocation_failure, run_and_schedule) {
   warm_up();
-  sweep("run / schedule", run_and_schedule);
+  sweep("run / schedule", run_and_schedule, /*persistent=*/false);
+  sweep("run / schedule", run_and_schedule, /*persistent=*/true);
 }
 
 TEST(allocation_failure, creating_a_pool) {
   warm_up();
-  sweep("thread_pool(3 threads)", create_pool);
+  sweep("thread_pool(3 threads)", create_pool, /*persistent=*/false);
+  sweep("thread_pool(3 threads)", create_pool, /*persistent=*/true);
 }
 
 TEST(allocation_failure, pool_growth) {
   warm_up();
-  sweep("pool growth 1 -> 4", grow_pool);
+  sweep("pool growth 1 -> 4", grow_pool, /*persistent=*/false);
+  sweep("pool growth 1 -> 4", grow_pool, /*persistent=*/true);
+}
+
+TEST(allocation_failure, queue_growth) {
+  warm_up();
+  sweep("global queue growth", queue_growth, /*persistent=*/false);
+  sweep("global queue growth", queue_growth, /*persistent=*/true);
 }
