@@ -158,6 +158,26 @@ void frame_free_slow(void* p, std::size_t c) {
   poison_cached_block(b, c);
 }
 
+void frame_pool_release_caches_for_testing() noexcept {
+  frame_cache& cache = frame_cache_tls();
+  for (std::size_t c = 0; c < kFrameClassCount; ++c) {
+    free_block* head = cache.head[c];
+    cache.head[c] = nullptr;
+    cache.count[c] = 0;
+    release_chain_to_system(head, c);
+    transfer_list& t = transfer(c);
+    batch taken[kMaxTransferBatchesPerClass];
+    std::size_t k = 0;
+    {
+      std::lock_guard g(t.lock);
+      k = t.size.load(std::memory_order_relaxed);  // relaxed: under the lock
+      for (std::size_t i = 0; i < k; ++i) taken[i] = t.batches[i];
+      t.size.store(0, std::memory_order_relaxed);  // relaxed: under the lock
+    }
+    for (std::size_t i = 0; i < k; ++i) release_chain_to_system(taken[i].head, c);
+  }
+}
+
 std::size_t frame_pool_cached_on_this_thread() noexcept {
   std::size_t n = 0;
   for (std::size_t c = 0; c < kFrameClassCount; ++c) n += frame_cache_tls().count[c];

@@ -1,30 +1,15 @@
 // Proves the "pay for what you use" guarantees by counting every global operator new in this
-// binary: after warm-up, a synchronously completing task and a co_await tpl::yield() through the
-// pool allocate nothing.
+// binary (the replacement in tests/alloc_hook.cpp): after warm-up, a synchronously completing
+// task and a co_await tpl::yield() through the pool allocate nothing.
 #include <gtest/gtest.h>
-
-#include <atomic>
-#include <cstdlib>
-#include <new>
 
 #include <tpl/tpl.hpp>
 
-namespace {
-std::atomic<long> g_allocations{0};
-}
-
-void* operator new(std::size_t n) {
-  // relaxed: a counter read after the measured code joined.
-  g_allocations.fetch_add(1, std::memory_order_relaxed);
-  if (void* p = std::malloc(n == 0 ? 1 : n)) return p;
-  throw std::bad_alloc();
-}
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+#include "alloc_hook.hpp"
 
 namespace {
 
-long allocations() { return g_allocations.load(std::memory_order_relaxed); }
+long allocations() { return tpl_alloc::allocations(); }
 
 tpl::task<int> sync_value(int x) { co_return x + 1; }
 tpl::task<> sync_void() { co_return; }

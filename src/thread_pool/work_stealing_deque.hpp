@@ -13,9 +13,13 @@ namespace tpl::detail {
 
 class work_stealing_deque {
  public:
-  explicit work_stealing_deque(std::int64_t initial_capacity = 1024)
-      : buffer_(new ring(initial_capacity)) {
-    retired_.emplace_back(buffer_.load(std::memory_order_relaxed));
+  explicit work_stealing_deque(std::int64_t initial_capacity = 1024) : buffer_(nullptr) {
+    // The ring is owned (by the temporary, then by retired_) from the moment it exists: if the
+    // list cannot grow, the constructor throws std::bad_alloc with nothing leaked (it leaked the
+    // ring when retired_.emplace_back(raw pointer) threw; tests/alloc_failure_test.cpp).
+    retired_.push_back(std::make_unique<ring>(initial_capacity));
+    // relaxed: the deque is not shared yet; the worker that owns it is published with release.
+    buffer_.store(retired_.back().get(), std::memory_order_relaxed);
   }
   work_stealing_deque(const work_stealing_deque&) = delete;
   work_stealing_deque& operator=(const work_stealing_deque&) = delete;
@@ -98,9 +102,12 @@ class work_stealing_deque {
   };
 
   ring* grow(ring* old, std::int64_t t, std::int64_t b) {
-    auto* bigger = new ring(old->capacity * 2);
+    // Owned from the start: if retired_ cannot grow, push throws std::bad_alloc with the deque
+    // unchanged and the new ring freed.
+    auto owned = std::make_unique<ring>(old->capacity * 2);
+    ring* bigger = owned.get();
     for (std::int64_t i = t; i < b; ++i) bigger->put(i, old->get(i));
-    retired_.emplace_back(bigger);
+    retired_.push_back(std::move(owned));
     // release: thieves that acquire the new buffer see the copied slots.
     buffer_.store(bigger, std::memory_order_release);
     return bigger;

@@ -94,13 +94,22 @@ void thread_pool::impl::push_from_outside(void* item, detail::global_queue& q) {
   // relaxed increment: shutdown() only needs to see it before the item can have run, which
   // the queue's own synchronisation (the push below) guarantees.
   pushes_in_flight.fetch_add(1, std::memory_order_relaxed);
+  // The call leaves the count on every path, also when q.push throws std::bad_alloc (a full queue
+  // that cannot grow: nothing was queued). A count left behind made shutdown(), and so the pool's
+  // destructor, wait forever (found by tests/alloc_failure_test.cpp, queue_growth).
+  struct leave_guard {
+    std::atomic<std::uint32_t>& in_flight;
+    ~leave_guard() {
+      // release: everything this call read from the pool happens before shutdown() frees it.
+      // Nothing here touches the pool after the decrement but the futex wake, a system call on
+      // the address (harmless if the memory is already gone: it can only wake a waiter
+      // spuriously).
+      if (in_flight.fetch_sub(1, std::memory_order_release) == (kShutdownWaiting | 1))
+        detail::futex_wake_all(&in_flight);
+    }
+  } leave{pushes_in_flight};
   q.push(item);
   after_push();
-  // release: everything this call read from the pool happens before shutdown() frees it. Nothing
-  // here touches the pool after the decrement but the futex wake, a system call on the address
-  // (harmless if the memory is already gone: it can only wake a waiter spuriously).
-  if (pushes_in_flight.fetch_sub(1, std::memory_order_release) == (kShutdownWaiting | 1))
-    detail::futex_wake_all(&pushes_in_flight);
 }
 
 void* thread_pool::impl::find_work(worker& self) {

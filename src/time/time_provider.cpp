@@ -351,9 +351,21 @@ task<> delay(std::chrono::nanoseconds d, const cancellation_token& token, time_p
         "tpl: delay(infinite_timeout) with a token that can never be canceled would never complete");
   auto* s = new delay_state();
   task<> result(detail::adopt_state, s);
-  if (token.can_be_canceled()) s->guards.set_registration(token.register_callback([s] { s->finish(true); }));
-  if (!detail::is_infinite(d) && !s->decided.load(std::memory_order_acquire))
-    s->guards.set_timer(provider.create_timer([s] { s->finish(false); }, d, infinite_timeout));
+  try {
+    if (token.can_be_canceled()) s->guards.set_registration(token.register_callback([s] { s->finish(true); }));
+    if (!detail::is_infinite(d) && !s->decided.load(std::memory_order_acquire))
+      s->guards.set_timer(provider.create_timer([s] { s->finish(false); }, d, infinite_timeout));
+  } catch (...) {
+    // Arming failed (std::bad_alloc from the registration or the timer): the delay throws and
+    // must drop the pending operation's reference, which only a winner releases; without this
+    // the state leaked (tests/alloc_failure_test.cpp). acq_rel: as in finish, one winner; if the
+    // token's callback already won, it took everything down and released.
+    if (!s->decided.exchange(true, std::memory_order_acq_rel)) {
+      s->guards.clean_up();
+      s->release();
+    }
+    throw;  // `result` drops the handle's reference
+  }
   // acquire: a winner that cleaned up before we stored something left it to us.
   if (s->decided.load(std::memory_order_acquire)) s->guards.clean_up();
   return result;

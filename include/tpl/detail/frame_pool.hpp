@@ -115,4 +115,11 @@ inline void frame_free(void* p, std::size_t bytes) noexcept {
 /// Statistics for tests and diagnostics: blocks currently cached by the calling thread.
 std::size_t frame_pool_cached_on_this_thread() noexcept;
 
+/// For tests (the allocation-failure sweep, tests/alloc_failure_test.cpp): gives the calling
+/// thread's cached blocks and every process-wide transfer list back to the system, so that the
+/// next frames this thread allocates come from ::operator new (where a test can make them fail)
+/// and not from a cache. Other threads' caches are untouched. Safe while other threads use the
+/// pool (the transfer lists are taken under their locks).
+void frame_pool_release_caches_for_testing() noexcept;
+
 }  // namespace tpl::detail
