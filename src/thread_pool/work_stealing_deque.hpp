@@ -15,8 +15,7 @@ class work_stealing_deque {
  public:
   explicit work_stealing_deque(std::int64_t initial_capacity = 1024) : buffer_(nullptr) {
     // The ring is owned (by the temporary, then by retired_) from the moment it exists: if the
-    // list cannot grow, the constructor throws std::bad_alloc with nothing leaked (it leaked the
-    // ring when retired_.emplace_back(raw pointer) threw; tests/alloc_failure_test.cpp).
+    // list cannot grow, the constructor throws std::bad_alloc with nothing leaked.
     retired_.push_back(std::make_unique<ring>(initial_capacity));
     // relaxed: the deque is not shared yet; the worker that owns it is published with release.
     buffer_.store(retired_.back().get(), std::memory_order_relaxed);
