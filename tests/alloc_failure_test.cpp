@@ -1,5 +1,6 @@
 // The allocation-failure sweep (issue 18): for each main scenario (task chains, when_all /
-// when_any, channels, cancellation, timers, tpl::run / schedule, creating a pool, pool growth),
+// when_any, channels, cancellation, timers, waits with a token, tpl::run / schedule, creating a
+// pool, pool growth),
 // the N-th allocation of the calling thread fails, for N = 1, 2, ... until a run makes fewer than
 // N allocations (it then ran with no failure and must have completed normally).
 //
@@ -650,6 +651,50 @@ bool queue_growth(attempt& a) {
   return ok;
 }
 
+// Waits that queue with a token (a registration and, for the semaphore, a timer are armed after
+// the wait is queued): a wait whose arming fails throws with the wait taken off the primitive, so
+// that nothing is granted to a wait nobody awaits (the semaphore's count and the mutex stay
+// usable); a task's wait_async leaves its source untouched.
+bool waits_with_a_token(attempt& a) {
+  std::optional<tpl::async_semaphore> sem;
+  std::optional<tpl::async_mutex> mutex;
+  std::optional<tpl::cancellation_token_source> cts;
+  std::optional<tpl::task_completion_source<int>> source;
+  tpl::task<int> source_task;
+  {
+    tpl_alloc::paused p;
+    sem.emplace(0, 1);
+    mutex.emplace();
+    (void)mutex->try_lock();
+    cts.emplace();
+    source.emplace();
+    source_task = source->get_task();
+  }
+  bool ok = true;
+  tpl::task<bool> sem_wait;
+  ok &= a.call([&] { sem_wait = sem->wait_async(std::chrono::hours(1), cts->token()); });
+  tpl::task<> mutex_wait;
+  ok &= a.call([&] { mutex_wait = mutex->lock_async_unguarded(cts->token()); });
+  tpl::task<int> task_wait;
+  ok &= a.call([&] { task_wait = source_task.wait_async(std::chrono::hours(1), cts->token()); });
+  tpl_alloc::paused p;
+  // Grant the semaphore and the mutex, complete the source: each queued wait gets its grant; a
+  // wait that threw left nothing queued, so the count and the lock are still there for a try.
+  sem->release();
+  mutex->unlock();
+  source->set_result(7);
+  if (a.settle(sem_wait, "the semaphore wait") == outcome::ran) {
+    ok &= a.check(sem_wait.get(), "the semaphore wait got the count");
+    sem->release();
+  }
+  if (a.settle(mutex_wait, "the mutex wait") == outcome::ran) mutex->unlock();
+  if (a.settle(task_wait, "the task's wait_async") == outcome::ran) ok &= a.check(task_wait.get() == 7, "the waited value");
+  ok &= a.check(sem->current_count() == 1, "the semaphore's count is back (no grant lost to a failed wait)");
+  ok &= a.check(mutex->try_lock(), "the mutex is free (no grant lost to a failed wait)");
+  mutex->unlock();
+  return ok;
+}
+
 // Work on the default pool and the system timer thread before the sweeps, so that their one-time
 // allocations (threads, queues) are not what the first runs measure.
 void warm_up() {
@@ -712,4 +757,10 @@ TEST(allocation_failure, queue_growth) {
   warm_up();
   sweep("global queue growth", queue_growth, /*persistent=*/false);
   sweep("global queue growth", queue_growth, /*persistent=*/true);
+}
+
+TEST(allocation_failure, waits_with_a_token) {
+  warm_up();
+  sweep("waits with a token", waits_with_a_token, /*persistent=*/false);
+  sweep("waits with a token", waits_with_a_token, /*persistent=*/true);
 }

@@ -47,10 +47,18 @@ struct wait_async_state final : task_state<T>, pooled_allocation, waiter {
       this->release_non_last();
       return;
     }
-    if (token.can_be_canceled())
-      guards.set_registration(token.register_callback([this] { finish(outcome::canceled); }));
-    if (!is_infinite(timeout) && !decided.load(std::memory_order_acquire))
-      guards.set_timer(provider.create_timer([this] { finish(outcome::timed_out); }, timeout, infinite_timeout));
+    try {
+      if (token.can_be_canceled())
+        guards.set_registration(token.register_callback([this] { finish(outcome::canceled); }));
+      if (!is_infinite(timeout) && !decided.load(std::memory_order_acquire))
+        guards.set_timer(provider.create_timer([this] { finish(outcome::timed_out); }, timeout, infinite_timeout));
+    } catch (...) {
+      // Arming failed (std::bad_alloc): the wait ends here, off the source and disarmed (finish
+      // takes down what was armed; if the source completed first, finish does nothing and the
+      // source's callback released the node). The caller throws; its task handle is dropped.
+      finish(outcome::canceled);
+      throw;
+    }
     // acquire: a winner that cleaned up before we stored something left it to us.
     if (decided.load(std::memory_order_acquire)) guards.clean_up();
   }

@@ -130,10 +130,20 @@ task<R> start_async_wait(async_semaphore& sem, std::chrono::nanoseconds timeout,
       return task_from_result(true);
   }
   using outcome = typename async_semaphore_waiter<R>::outcome;
-  if (token.can_be_canceled())
-    w->guards.set_registration(token.register_callback([w] { w->give_up(outcome::canceled); }));
-  if (provider != nullptr && !detail::is_infinite(timeout))
-    w->guards.set_timer(provider->create_timer([w] { w->give_up(outcome::timed_out); }, timeout, infinite_timeout));
+  try {
+    if (token.can_be_canceled())
+      w->guards.set_registration(token.register_callback([w] { w->give_up(outcome::canceled); }));
+    if (provider != nullptr && !detail::is_infinite(timeout))
+      w->guards.set_timer(provider->create_timer([w] { w->give_up(outcome::timed_out); }, timeout, infinite_timeout));
+  } catch (...) {
+    // Arming failed (std::bad_alloc). Still queued: unlink and throw, so that no later release()
+    // grants a count to a wait nobody awaits. Already resolved (granted, or the semaphore
+    // destroyed) while we armed: the wait stands, with what we armed taken down.
+    if (sem.try_unlink(w)) {
+      w->finish(outcome::canceled);
+      throw;
+    }
+  }
   // If the wait was resolved while we were arming, whatever we armed since is ours to take down.
   if (w->resolved.load(std::memory_order_seq_cst)) w->guards.clean_up();
   return result;

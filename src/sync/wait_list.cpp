@@ -126,7 +126,18 @@ task<R> start_wait(sync_waitable& owner, const cancellation_token& token, take_o
     w->finish(async_sync_waiter<R>::ending::granted);
     return result;
   }
-  if (token.can_be_canceled()) w->guards.set_registration(token.register_callback([w] { w->give_up(); }));
+  if (token.can_be_canceled()) {
+    try {
+      w->guards.set_registration(token.register_callback([w] { w->give_up(); }));
+    } catch (...) {
+      // Arming failed (std::bad_alloc). Still queued: unlink and throw, so that the owner never
+      // grants to a wait nobody awaits. Already resolved while we armed: the wait stands.
+      if (owner.try_unlink(w)) {
+        w->finish(async_sync_waiter<R>::ending::canceled);
+        throw;
+      }
+    }
+  }
   // If the wait was resolved while we were arming, what we armed since is ours to take down.
   if (w->resolved.load(std::memory_order_seq_cst)) w->guards.clean_up();
   return result;
