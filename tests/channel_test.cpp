@@ -362,6 +362,15 @@ TEST(ChannelCompletion, complete_with_operation_canceled_cancels_the_completion_
   EXPECT_TRUE(holds<tpl::operation_canceled>(exception_of_await(read_one(ch.reader())).get()));
 }
 
+// The completion task asked for before complete(): the same outcome as asked for after.
+TEST(ChannelCompletion, complete_with_operation_canceled_cancels_an_earlier_completion_task) {
+  auto ch = tpl::make_unbounded_channel<int>();
+  tpl::task<> completion = ch.reader().completion();
+  ch.writer().complete(std::make_exception_ptr(tpl::operation_canceled()));
+  EXPECT_TRUE(holds<tpl::operation_canceled>(exception_of_await(completion).get()));
+  EXPECT_TRUE(completion.is_canceled());
+}
+
 TEST(ChannelCompletion, completion_wakes_every_waiting_reader) {
   auto ch = tpl::make_unbounded_channel<int>();
   auto r1 = read_one(ch.reader());

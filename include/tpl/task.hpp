@@ -451,13 +451,14 @@ task<std::decay_t<T>> task_from_result(T&& v) {
 }
 inline task<> task_from_result() noexcept { return completed_task(); }
 
-/// A task faulted with e (.NET Task.FromException). e must not be null.
+/// A task faulted with e (.NET Task.FromException). e must not be null. The task is faulted
+/// whatever e is: an operation_canceled faults it too, as in .NET (task_from_canceled() gives a
+/// canceled task; only a coroutine body that throws operation_canceled ends canceled).
 template <class T = void>
 task<T> task_from_exception(std::exception_ptr e) {
   if (!e) throw std::invalid_argument("task_from_exception: null exception_ptr");
   auto* s = new detail::ready_state<T>();
-  const bool canceled = detail::is_operation_canceled(e);
-  s->set_error(std::move(e), canceled);
+  s->set_error(std::move(e), false);
   s->publish_completion_unshared();
   return task<T>(detail::adopt_state, s);
 }
@@ -475,5 +476,18 @@ task<T> task_from_canceled() {
   s->publish_completion_unshared();
   return task<T>(detail::adopt_state, s);
 }
+
+namespace detail {
+/// A task canceled with e, an operation_canceled (or derived) exception: awaiting it rethrows e.
+/// For the library's own cancellations that carry their exception (a channel completed with an
+/// operation_canceled error).
+template <class T = void>
+task<T> task_canceled_with(std::exception_ptr e) {
+  auto* s = new ready_state<T>();
+  s->set_error(std::move(e), true);
+  s->publish_completion_unshared();
+  return task<T>(adopt_state, s);
+}
+}  // namespace detail
 
 }  // namespace tpl
