@@ -248,6 +248,9 @@ using continuation_result_t = std::conditional_t<std::is_invocable_v<F&, task<T>
                                                  std::invoke_result<F&>>::type;
 
 bool continuation_allowed(task_continuation_options opts, task_status antecedent) noexcept;
+/// Throws std::invalid_argument for options continue_with rejects: bits that name no option, or
+/// not_on_* flags that together exclude every outcome (.NET: ArgumentOutOfRangeException).
+void check_continuation_options(task_continuation_options opts);
 
 template <class T, class F, class R>
 task<R> run_continuation(task<T> antecedent, F fn, task_continuation_options opts);
@@ -350,10 +353,14 @@ class [[nodiscard]] task {
 
   /// Runs fn(task<T>&) (or fn()) after this task completes, as a new task (.NET ContinueWith).
   /// If opts exclude the outcome, the continuation task ends canceled without calling fn.
+  /// Options that exclude every outcome (only_on_ran_to_completion | only_on_faulted, the three
+  /// not_on_* together) throw std::invalid_argument here, as .NET throws
+  /// ArgumentOutOfRangeException.
   template <class F>
   auto continue_with(F fn, task_continuation_options opts = task_continuation_options::none) const
       -> task<detail::continuation_result_t<T, F>> {
     checked("continue_with()");
+    detail::check_continuation_options(opts);
     return detail::run_continuation<T, F, detail::continuation_result_t<T, F>>(*this, std::move(fn),
                                                                                opts);
   }
