@@ -7,6 +7,10 @@
 //                              awaiting an empty task, awaiting a value_task twice)
 //   tpl::channel_closed       (.NET ChannelClosedException: writing to a completed channel,
 //                              reading from a completed and drained one)
+//   tpl::lock_recursion_error (.NET LockRecursionException: taking a lock the thread already
+//                              holds where the lock takes none recursively)
+//   tpl::synchronization_lock_error (.NET SynchronizationLockException: releasing a lock the
+//                              thread does not hold)
 //
 // Example:
 //   try { t.get(); }
@@ -59,6 +63,22 @@ class timeout_exception : public std::runtime_error {
 class invalid_operation : public std::logic_error {
  public:
   using std::logic_error::logic_error;
+};
+
+/// Taking a lock the calling thread already holds, in a combination the lock does not allow
+/// (.NET LockRecursionException): reader_writer_lock's read or write lock taken again while the
+/// thread holds either, spin_lock taken again by its owner. Derives from invalid_operation, what
+/// such misuse reports in general.
+class lock_recursion_error : public invalid_operation {
+ public:
+  using invalid_operation::invalid_operation;
+};
+
+/// Releasing a lock the calling thread does not hold (.NET SynchronizationLockException):
+/// reader_writer_lock::exit_read_lock / exit_write_lock, spin_lock::unlock with owner tracking.
+class synchronization_lock_error : public invalid_operation {
+ public:
+  using invalid_operation::invalid_operation;
 };
 
 /// An operation on a channel that was completed (tpl/channel.hpp): a write after complete(), a
