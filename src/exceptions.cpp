@@ -2,7 +2,20 @@
 
 namespace tpl {
 
-const char* operation_canceled::what() const noexcept { return "The operation was canceled."; }
+namespace {
+// The default message, built once: a default operation_canceled copies it (copying a
+// std::runtime_error shares its buffer and cannot throw), so that constructor stays noexcept for
+// the completion paths that build one where nothing may throw. A function-local static, so that
+// another translation unit's static initializer may construct an operation_canceled too.
+const std::runtime_error& canceled_message() {
+  static const std::runtime_error message("The operation was canceled.");
+  return message;
+}
+// Built during start-up, so the first cancellation does not allocate.
+[[maybe_unused]] const std::runtime_error& g_canceled_message_at_start_up = canceled_message();
+}  // namespace
+
+operation_canceled::operation_canceled() noexcept : std::runtime_error(canceled_message()) {}
 
 namespace {
 std::string describe(const std::exception_ptr& e) {

@@ -1,7 +1,9 @@
 // Out-of-line parts of the task core: fault reporting, blocking waits, cached tasks.
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <optional>
+#include <stdexcept>
 #include <string>
 
 #include "tpl/detail/detached.hpp"
@@ -101,6 +103,21 @@ void throw_value_task_consumed(const char* operation) {
 void validate_tasks(std::size_t count, const void* const* states) {
   for (std::size_t i = 0; i < count; ++i)
     if (states[i] == nullptr) throw_empty_task("when_all");
+}
+
+void check_continuation_options(task_continuation_options opts) {
+  constexpr auto kNotOnAny = static_cast<std::uint32_t>(task_continuation_options::not_on_ran_to_completion |
+                                                        task_continuation_options::not_on_faulted |
+                                                        task_continuation_options::not_on_canceled);
+  constexpr auto kKnown =
+      kNotOnAny | static_cast<std::uint32_t>(task_continuation_options::execute_synchronously);
+  const auto bits = static_cast<std::uint32_t>(opts);
+  if ((bits & ~kKnown) != 0)
+    throw std::invalid_argument("continue_with: task_continuation_options holds bits that name no option");
+  if ((bits & kNotOnAny) == kNotOnAny)
+    throw std::invalid_argument(
+        "continue_with: the task_continuation_options exclude every outcome of the antecedent "
+        "(ran to completion, faulted and canceled), so the continuation could never run");
 }
 
 bool continuation_allowed(task_continuation_options opts, task_status antecedent) noexcept {

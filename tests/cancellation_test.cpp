@@ -210,6 +210,40 @@ TEST(cancellation, callback_may_cancel_its_own_source_again_without_effect) {
   EXPECT_EQ(runs, 1);
 }
 
+// ---- the exception hierarchy ------------------------------------------------------------------
+
+// As .NET: OperationCanceledException and TimeoutException are SystemExceptions (run-time
+// conditions: std::runtime_error here); ChannelClosedException, LockRecursionException's and
+// SynchronizationLockException's tpl counterparts are InvalidOperationExceptions (misuse:
+// std::logic_error); AggregateException derives from Exception directly.
+TEST(cancellation, operation_canceled_is_a_runtime_error_and_the_hierarchy_follows_dotnet) {
+  static_assert(std::is_base_of_v<std::runtime_error, tpl::operation_canceled>);
+  static_assert(std::is_nothrow_default_constructible_v<tpl::operation_canceled>);
+  static_assert(std::is_base_of_v<std::runtime_error, tpl::timeout_exception>);
+  static_assert(std::is_base_of_v<std::runtime_error, tpl::barrier_post_phase_error>);
+  static_assert(std::is_base_of_v<std::logic_error, tpl::invalid_operation>);
+  static_assert(std::is_base_of_v<tpl::invalid_operation, tpl::channel_closed>);
+  static_assert(std::is_base_of_v<tpl::invalid_operation, tpl::lock_recursion_error>);
+  static_assert(std::is_base_of_v<tpl::invalid_operation, tpl::synchronization_lock_error>);
+  static_assert(std::is_base_of_v<std::exception, tpl::aggregate_exception>);
+  static_assert(!std::is_base_of_v<std::runtime_error, tpl::aggregate_exception>);
+
+  EXPECT_STREQ(tpl::operation_canceled().what(), "The operation was canceled.");
+  EXPECT_STREQ(tpl::operation_canceled("stopped by the user").what(), "stopped by the user");
+
+  // What a porter's catch by base class sees: a canceled wait reaches a std::runtime_error handler.
+  tpl::cancellation_token_source cts;
+  cts.cancel();
+  try {
+    cts.token().throw_if_cancellation_requested();
+    ADD_FAILURE() << "no exception";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(dynamic_cast<const tpl::operation_canceled*>(&e), nullptr);
+  }
+  tpl::task<int> canceled = tpl::task_from_canceled<int>();
+  EXPECT_THROW((void)tpl::sync_wait(canceled), std::runtime_error);
+}
+
 // ---- the token that is never canceled ---------------------------------------------------------
 
 TEST(cancellation, none_and_default_token_cannot_be_canceled) {

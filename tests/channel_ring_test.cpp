@@ -133,7 +133,7 @@ TEST(ChannelRing, completion_waits_for_the_last_item_in_the_ring_and_the_overflo
     tpl::task<> done = ch.reader().completion();
     ch.writer().complete();
     int late = 9;
-    EXPECT_THROW((void)ch.writer().try_write(late), tpl::channel_closed);
+    EXPECT_FALSE(ch.writer().try_write(late));  // refused, as on a full channel (.NET TryWrite)
     for (int i = 0; i < 5; ++i) {
       EXPECT_EQ(ch.reader().try_read(), std::optional<int>(i));
       EXPECT_FALSE(done.is_completed());

@@ -362,6 +362,15 @@ TEST(ChannelCompletion, complete_with_operation_canceled_cancels_the_completion_
   EXPECT_TRUE(holds<tpl::operation_canceled>(exception_of_await(read_one(ch.reader())).get()));
 }
 
+// The completion task asked for before complete(): the same outcome as asked for after.
+TEST(ChannelCompletion, complete_with_operation_canceled_cancels_an_earlier_completion_task) {
+  auto ch = tpl::make_unbounded_channel<int>();
+  tpl::task<> completion = ch.reader().completion();
+  ch.writer().complete(std::make_exception_ptr(tpl::operation_canceled()));
+  EXPECT_TRUE(holds<tpl::operation_canceled>(exception_of_await(completion).get()));
+  EXPECT_TRUE(completion.is_canceled());
+}
+
 TEST(ChannelCompletion, completion_wakes_every_waiting_reader) {
   auto ch = tpl::make_unbounded_channel<int>();
   auto r1 = read_one(ch.reader());
@@ -398,11 +407,35 @@ TEST(ChannelCompletion, wait_to_write_returns_false_once_completed_without_error
   EXPECT_FALSE(wait_to_write(ch.writer()).get());
 }
 
-TEST(ChannelCompletion, writing_to_a_completed_channel_throws_channel_closed) {
+// As .NET: TryWrite on a completed channel returns false and never throws; WriteAsync throws
+// ChannelClosedException when awaited.
+TEST(ChannelCompletion, try_write_on_a_completed_channel_returns_false_and_write_async_throws_channel_closed) {
   auto ch = tpl::make_unbounded_channel<int>();
   ch.writer().complete();
-  EXPECT_THROW(ch.writer().try_write(1), tpl::channel_closed);
+  EXPECT_FALSE(ch.writer().try_write(1));
   EXPECT_TRUE(holds<tpl::channel_closed>(exception_of_await(write_one(ch.writer(), 1)).get()));
+  EXPECT_FALSE(ch.reader().try_read().has_value());
+}
+
+TEST(ChannelCompletion, try_write_after_complete_with_an_error_returns_false_in_every_kind_and_keeps_the_item) {
+  std::vector<tpl::channel<std::string>> channels;
+  channels.push_back(tpl::make_unbounded_channel<std::string>());
+  channels.push_back(tpl::make_bounded_channel<std::string>(0));
+  channels.push_back(tpl::make_bounded_channel<std::string>(2));
+  channels.push_back(tpl::make_bounded_channel<std::string>({.capacity = 2, .full_mode = mode::drop_oldest}));
+  channels.push_back(tpl::make_bounded_channel<std::string>({.capacity = 2, .full_mode = mode::drop_write}));
+  for (auto& ch : channels) {
+    (void)ch.writer().try_write(std::string("before"));  // buffered (false: rendezvous, no reader)
+    ch.writer().complete(std::make_exception_ptr(test_error(3)));
+    std::string item = "after";
+    EXPECT_FALSE(ch.writer().try_write(std::move(item)));
+    EXPECT_EQ(item, "after");  // not moved from
+    const std::string copied = "copied";
+    EXPECT_FALSE(ch.writer().try_write(copied));
+    // write_async still reports the completion, with the error inside.
+    auto e = exception_of_await(ch.writer().write_async(std::string("async")).as_task()).get();
+    ASSERT_TRUE(holds<tpl::channel_closed>(e));
+  }
 }
 
 TEST(ChannelCompletion, completing_twice_throws_from_complete_and_returns_false_from_try_complete) {

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <type_traits>
@@ -291,6 +292,34 @@ TEST(continue_with, excluded_continuation_with_execute_synchronously_is_canceled
   tcs.set_result(1);
   EXPECT_TRUE(c.is_canceled());
   EXPECT_EQ(calls.load(), 0);
+}
+
+// As .NET (ArgumentOutOfRangeException from ContinueWith): options under which fn could never run
+// are rejected at the call, and nothing is scheduled.
+TEST(continue_with, options_that_exclude_every_outcome_throw_invalid_argument_at_the_call) {
+  std::atomic<int> calls{0};
+  tpl::task_completion_source<int> tcs;
+  tpl::task<int> antecedent = tcs.get_task();
+  const opts rejected[] = {
+      opts::only_on_ran_to_completion | opts::only_on_faulted,
+      opts::only_on_ran_to_completion | opts::only_on_canceled,
+      opts::only_on_faulted | opts::only_on_canceled,
+      opts::not_on_ran_to_completion | opts::not_on_faulted | opts::not_on_canceled,
+      opts::not_on_ran_to_completion | opts::not_on_faulted | opts::not_on_canceled |
+          opts::execute_synchronously,
+      opts::only_on_canceled | opts::not_on_canceled,
+      static_cast<opts>(1u),  // a bit that names no option
+  };
+  for (opts o : rejected) {
+    EXPECT_THROW((void)antecedent.continue_with([&] { calls.fetch_add(1); }, o), std::invalid_argument);
+    EXPECT_THROW((void)tpl::completed_task().continue_with([&] { calls.fetch_add(1); }, o),
+                 std::invalid_argument);
+  }
+  tcs.set_result(1);
+  // Each single outcome filter is still accepted.
+  tpl::task<> ran = antecedent.continue_with([&] { calls.fetch_add(1); }, opts::only_on_ran_to_completion);
+  ran.wait();
+  EXPECT_EQ(calls.load(), 1);
 }
 
 TEST(continue_with, continuation_of_a_skipped_continuation_sees_it_canceled) {

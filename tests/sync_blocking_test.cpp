@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdint>
 #include <latch>
+#include <memory>
 #include <mutex>
 #include <stdexcept>
 #include <thread>
@@ -207,10 +208,14 @@ TEST(manual_reset_event_slim, bad_arguments_are_errors) {
 TEST(reader_writer_lock, many_readers_share_the_lock) {
   tpl::reader_writer_lock rw;
   rw.enter_read_lock();
-  EXPECT_TRUE(rw.try_enter_read_lock());
-  EXPECT_EQ(rw.current_read_count(), 2u);
-  EXPECT_FALSE(rw.try_enter_write_lock());
-  rw.exit_read_lock();
+  std::thread other([&] {
+    EXPECT_TRUE(rw.try_enter_read_lock());
+    EXPECT_EQ(rw.current_read_count(), 2u);
+    rw.exit_read_lock();
+  });
+  other.join();
+  std::thread writer([&] { EXPECT_FALSE(rw.try_enter_write_lock()); });
+  writer.join();
   rw.exit_read_lock();
   EXPECT_TRUE(rw.try_enter_write_lock());
   EXPECT_TRUE(rw.is_write_lock_held_by_current_thread());
@@ -269,7 +274,8 @@ TEST(reader_writer_lock, a_waiting_writer_holds_back_new_readers) {
     rw.exit_write_lock();
   });
   while (rw.waiting_writer_count() == 0) std::this_thread::yield();
-  EXPECT_FALSE(rw.try_enter_read_lock());  // writer preference
+  std::thread reader([&] { EXPECT_FALSE(rw.try_enter_read_lock()); });  // writer preference
+  reader.join();
   rw.exit_read_lock();
   writer.join();
   EXPECT_TRUE(rw.try_enter_read_lock());
@@ -278,14 +284,89 @@ TEST(reader_writer_lock, a_waiting_writer_holds_back_new_readers) {
 
 TEST(reader_writer_lock, misuse_is_reported) {
   tpl::reader_writer_lock rw;
-  EXPECT_THROW(rw.exit_read_lock(), tpl::invalid_operation);
-  EXPECT_THROW(rw.exit_write_lock(), tpl::invalid_operation);
+  EXPECT_THROW(rw.exit_read_lock(), tpl::synchronization_lock_error);
+  EXPECT_THROW(rw.exit_write_lock(), tpl::synchronization_lock_error);
   rw.enter_write_lock();
-  EXPECT_THROW(rw.enter_write_lock(), tpl::invalid_operation);  // no recursion
-  std::thread other([&] { EXPECT_THROW(rw.exit_write_lock(), tpl::invalid_operation); });
+  EXPECT_THROW(rw.enter_write_lock(), tpl::lock_recursion_error);  // no recursion
+  std::thread other([&] { EXPECT_THROW(rw.exit_write_lock(), tpl::synchronization_lock_error); });
   other.join();
   rw.exit_write_lock();
   EXPECT_THROW((void)rw.try_enter_read_lock(-3ms), std::invalid_argument);
+  // Both derive from invalid_operation, what misuse reported before they existed.
+  EXPECT_THROW(rw.exit_read_lock(), tpl::invalid_operation);
+}
+
+// As .NET's ReaderWriterLockSlim with LockRecursionPolicy.NoRecursion: every recursive acquisition
+// (read in read, write in write, read in write, write in read), by enter_ or try_enter_, throws
+// LockRecursionException (here lock_recursion_error) instead of deadlocking once a writer waits,
+// and leaves the lock as it was.
+TEST(reader_writer_lock, every_recursive_acquisition_throws_lock_recursion_error) {
+  tpl::reader_writer_lock rw;
+  rw.enter_read_lock();
+  EXPECT_THROW(rw.enter_read_lock(), tpl::lock_recursion_error);
+  EXPECT_THROW((void)rw.try_enter_read_lock(), tpl::lock_recursion_error);
+  EXPECT_THROW((void)rw.try_enter_read_lock(1s), tpl::lock_recursion_error);
+  EXPECT_THROW(rw.enter_write_lock(), tpl::lock_recursion_error);
+  EXPECT_THROW((void)rw.try_enter_write_lock(1s), tpl::lock_recursion_error);
+  EXPECT_EQ(rw.current_read_count(), 1u);
+  EXPECT_EQ(rw.waiting_writer_count(), 0u);
+  rw.exit_read_lock();
+  EXPECT_EQ(rw.current_read_count(), 0u);
+
+  rw.enter_write_lock();
+  EXPECT_THROW(rw.enter_read_lock(), tpl::lock_recursion_error);
+  EXPECT_THROW((void)rw.try_enter_read_lock(), tpl::lock_recursion_error);
+  EXPECT_THROW(rw.enter_write_lock(), tpl::lock_recursion_error);
+  EXPECT_THROW((void)rw.try_enter_write_lock(), tpl::lock_recursion_error);
+  EXPECT_EQ(rw.current_read_count(), 0u);
+  EXPECT_TRUE(rw.is_write_lock_held_by_current_thread());
+  rw.exit_write_lock();
+
+  // The lock is usable as usual afterwards, by this thread and others.
+  { tpl::read_lock r(rw); }
+  { tpl::write_lock w(rw); }
+  std::thread other([&] { tpl::write_lock w(rw); });
+  other.join();
+  EXPECT_FALSE(rw.is_write_lock_held());
+}
+
+// As .NET (SynchronizationLockException): a thread that holds no read lock cannot release the
+// read lock another thread holds.
+TEST(reader_writer_lock, exit_read_lock_by_a_thread_that_holds_none_throws_and_releases_nothing) {
+  tpl::reader_writer_lock rw;
+  rw.enter_read_lock();
+  std::thread other([&] {
+    EXPECT_THROW(rw.exit_read_lock(), tpl::synchronization_lock_error);
+    EXPECT_EQ(rw.current_read_count(), 1u);
+    EXPECT_FALSE(rw.try_enter_write_lock());  // still held by the first thread
+  });
+  other.join();
+  EXPECT_EQ(rw.current_read_count(), 1u);
+  rw.exit_read_lock();
+  EXPECT_THROW(rw.exit_read_lock(), tpl::synchronization_lock_error);  // released once only
+  EXPECT_EQ(rw.current_read_count(), 0u);
+}
+
+// The per-thread record of held read locks holds any number of locks at once, and tells them apart.
+TEST(reader_writer_lock, a_thread_holds_read_locks_on_many_locks_at_once) {
+  constexpr int kLocks = 20;  // past the record's inline slots
+  std::vector<std::unique_ptr<tpl::reader_writer_lock>> locks;
+  for (int i = 0; i < kLocks; ++i) locks.push_back(std::make_unique<tpl::reader_writer_lock>());
+  for (auto& l : locks) l->enter_read_lock();
+  for (auto& l : locks) {
+    EXPECT_EQ(l->current_read_count(), 1u);
+    EXPECT_THROW(l->enter_read_lock(), tpl::lock_recursion_error);
+  }
+  // Released in an order unlike the acquisition's: every other one, then the rest backwards.
+  for (int i = 0; i < kLocks; i += 2) locks[static_cast<std::size_t>(i)]->exit_read_lock();
+  for (int i = kLocks - 1; i >= 0; --i)
+    if (i % 2 == 1) locks[static_cast<std::size_t>(i)]->exit_read_lock();
+  for (auto& l : locks) {
+    EXPECT_EQ(l->current_read_count(), 0u);
+    EXPECT_THROW(l->exit_read_lock(), tpl::synchronization_lock_error);
+    EXPECT_TRUE(l->try_enter_write_lock());
+    l->exit_write_lock();
+  }
 }
 
 TEST(reader_writer_lock, a_timed_out_writer_lets_readers_in_again) {
@@ -294,8 +375,11 @@ TEST(reader_writer_lock, a_timed_out_writer_lets_readers_in_again) {
   std::thread writer([&] { EXPECT_FALSE(rw.try_enter_write_lock(1ms)); });
   writer.join();
   EXPECT_EQ(rw.waiting_writer_count(), 0u);
-  EXPECT_TRUE(rw.try_enter_read_lock());
-  rw.exit_read_lock();
+  std::thread reader([&] {
+    EXPECT_TRUE(rw.try_enter_read_lock());
+    rw.exit_read_lock();
+  });
+  reader.join();
   rw.exit_read_lock();
 }
 
@@ -351,10 +435,10 @@ TEST(spin_lock, owner_tracking_reports_recursion_and_foreign_unlock) {
   tpl::spin_lock lock(true);
   lock.lock();
   EXPECT_TRUE(lock.is_held_by_current_thread());
-  EXPECT_THROW(lock.lock(), tpl::invalid_operation);
+  EXPECT_THROW(lock.lock(), tpl::lock_recursion_error);
   std::thread other([&] {
     EXPECT_FALSE(lock.is_held_by_current_thread());
-    EXPECT_THROW(lock.unlock(), tpl::invalid_operation);
+    EXPECT_THROW(lock.unlock(), tpl::synchronization_lock_error);
     EXPECT_FALSE(lock.try_lock());
   });
   other.join();
@@ -364,7 +448,7 @@ TEST(spin_lock, owner_tracking_reports_recursion_and_foreign_unlock) {
 
 TEST(spin_lock, unlocking_an_unheld_lock_is_an_error) {
   tpl::spin_lock lock;
-  EXPECT_THROW(lock.unlock(), tpl::invalid_operation);
+  EXPECT_THROW(lock.unlock(), tpl::synchronization_lock_error);
 }
 
 }  // namespace

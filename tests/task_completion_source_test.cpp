@@ -199,10 +199,18 @@ TEST(task_completion_source, set_exception_accepts_an_exception_object) {
   EXPECT_FALSE(tcs.try_set_exception(test_error(7)));
 }
 
-TEST(task_completion_source, set_exception_with_operation_canceled_cancels_the_task) {
+// As .NET's TrySetException(new OperationCanceledException()): Faulted; set_canceled cancels.
+TEST(task_completion_source, set_exception_with_operation_canceled_faults_the_task_as_in_dotnet) {
   tpl::task_completion_source<int> tcs;
   tcs.set_exception(std::make_exception_ptr(tpl::operation_canceled()));
-  EXPECT_TRUE(tcs.get_task().is_canceled());
+  tpl::task<int> t = tcs.get_task();
+  EXPECT_TRUE(t.is_faulted());
+  EXPECT_FALSE(t.is_canceled());
+  EXPECT_TRUE(holds<tpl::operation_canceled>(exception_of_await(t).get()));
+
+  tpl::task_completion_source<> by_object;
+  EXPECT_TRUE(by_object.try_set_exception(tpl::operation_canceled()));
+  EXPECT_TRUE(by_object.get_task().is_faulted());
 }
 
 TEST(task_completion_source, set_canceled_cancels_the_task) {

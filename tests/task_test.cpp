@@ -542,9 +542,20 @@ TEST(task_from_exception, accepts_an_exception_object) {
   EXPECT_EQ(test_error_id(exception_of_await(t).get()), 5);
 }
 
-TEST(task_from_exception, with_operation_canceled_is_canceled) {
+// As .NET's Task.FromException(new OperationCanceledException()): Faulted, not Canceled (only a
+// coroutine body that throws operation_canceled ends canceled: see the coroutine tests above).
+TEST(task_from_exception, with_operation_canceled_is_faulted_as_in_dotnet) {
   tpl::task<int> t = tpl::task_from_exception<int>(tpl::operation_canceled());
-  EXPECT_TRUE(t.is_canceled());
+  EXPECT_TRUE(t.is_faulted());
+  EXPECT_FALSE(t.is_canceled());
+  EXPECT_EQ(t.status(), tpl::task_status::faulted);
+  EXPECT_TRUE(holds<tpl::operation_canceled>(exception_of_await(t).get()));
+  auto inner = wait_inner_exceptions(t);
+  ASSERT_EQ(inner.size(), 1u);
+  EXPECT_TRUE(holds<tpl::operation_canceled>(inner[0]));
+
+  tpl::task<> v = tpl::task_from_exception(std::make_exception_ptr(tpl::operation_canceled()));
+  EXPECT_TRUE(v.is_faulted());
 }
 
 TEST(task_from_canceled, is_canceled) {

@@ -1195,6 +1195,42 @@ TEST(cancel_after, constructor_with_a_delay_cancels_after_it) {
   EXPECT_TRUE(cts.is_cancellation_requested());
 }
 
+// As .NET's new CancellationTokenSource(TimeSpan.Zero): canceled on return, no timer.
+TEST(cancel_after, constructor_with_a_zero_delay_is_canceled_when_it_returns) {
+  fake_time_provider clock;
+  tpl::cancellation_token_source cts(0ns, clock);
+  EXPECT_TRUE(cts.is_cancellation_requested());
+  EXPECT_TRUE(cts.token().is_cancellation_requested());
+  EXPECT_EQ(clock.armed_timers(), 0u);
+  int callbacks = 0;
+  auto reg = cts.token().register_callback([&] { ++callbacks; });
+  EXPECT_EQ(callbacks, 1);  // a registration on a canceled token runs at once
+  EXPECT_FALSE(cts.try_reset());
+
+  tpl::cancellation_token_source on_system_time(0ms);
+  EXPECT_TRUE(on_system_time.is_cancellation_requested());
+}
+
+// As .NET's CancelAfter(0): the timer is armed due at once and cancels on its own thread.
+TEST(cancel_after, zero_is_not_canceled_inside_the_call_but_by_the_timer) {
+  fake_time_provider clock;
+  tpl::cancellation_token_source cts;
+  cts.cancel_after(0ns, clock);
+  EXPECT_FALSE(cts.is_cancellation_requested());
+  EXPECT_EQ(clock.armed_timers(), 1u);
+  clock.advance(0ns);
+  EXPECT_TRUE(cts.is_cancellation_requested());
+}
+
+// As .NET: -1 ms (infinite_timeout) never cancels; any other negative delay is rejected, by the
+// constructor as by cancel_after, before anything is armed.
+TEST(cancel_after, constructor_with_a_negative_delay_other_than_infinite_throws_invalid_argument) {
+  fake_time_provider clock;
+  EXPECT_THROW(tpl::cancellation_token_source(-2ms, clock), std::invalid_argument);
+  EXPECT_THROW(tpl::cancellation_token_source(-1ns, clock), std::invalid_argument);
+  EXPECT_EQ(clock.armed_timers(), 0u);
+}
+
 TEST(cancel_after, constructor_with_infinite_delay_never_cancels) {
   fake_time_provider clock;
   tpl::cancellation_token_source cts(tpl::infinite_timeout, clock);

@@ -184,11 +184,16 @@ class cancellation_token {
 class cancellation_token_source {
  public:
   cancellation_token_source() : s_(detail::new_cancellation_state()) {}
-  /// A source that cancels itself after `delay` (.NET CancellationTokenSource(TimeSpan)).
+  /// A source that cancels itself after `delay` (.NET CancellationTokenSource(TimeSpan)). A zero
+  /// delay gives a source already canceled when the constructor returns, with no timer, as in
+  /// .NET; infinite_timeout never cancels; another negative delay throws std::invalid_argument.
   explicit cancellation_token_source(std::chrono::nanoseconds delay,
                                      time_provider& provider = system_time_provider())
       : cancellation_token_source() {
-    cancel_after(delay, provider);
+    if (delay.count() == 0)
+      cancel();  // nobody can have registered a callback yet: this runs none and cannot throw
+    else
+      cancel_after(delay, provider);
   }
   cancellation_token_source(cancellation_token_source&& o) noexcept
       : s_(std::exchange(o.s_, nullptr)), parents_(std::move(o.parents_)), timer_(std::move(o.timer_)) {}
@@ -219,7 +224,10 @@ class cancellation_token_source {
   void cancel(bool throw_on_first_exception) { detail::cancel(checked(), throw_on_first_exception); }
 
   /// Cancels after `delay` measured by `provider` (a later call re-arms; infinite_timeout
-  /// disarms; nothing happens once canceled). .NET CancelAfter.
+  /// disarms; another negative delay throws std::invalid_argument; nothing happens once
+  /// canceled). .NET CancelAfter. A zero delay arms the timer due at once, as .NET's CancelAfter(0)
+  /// does: the cancellation runs on the timer's thread (the next advance() for fake time), not
+  /// inside this call; call cancel() to cancel here and now.
   void cancel_after(std::chrono::nanoseconds delay, time_provider& provider = system_time_provider());
 
   /// Makes the source reusable for an unrelated operation: succeeds (true) only if cancellation was

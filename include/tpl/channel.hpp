@@ -385,8 +385,9 @@ class channel_writer {
   channel_writer() noexcept = default;
 
   /// Writes item if the channel can take it now: true if written (or dropped by a drop full mode);
-  /// false if full (wait mode) or, for a rendezvous channel, no reader is waiting. item is moved
-  /// from only when true is returned. Throws channel_closed once the channel is completed.
+  /// false if full (wait mode), for a rendezvous channel if no reader is waiting, or once the
+  /// channel is completed (as .NET's TryWrite: it never throws channel_closed; write_async and
+  /// wait_to_write_async report the completion). item is moved from only when true is returned.
   bool try_write(T&& item) const { return h_.checked().try_write(item); }
   bool try_write(const T& item) const
     requires std::copy_constructible<T>

@@ -7,12 +7,27 @@
 //                              awaiting an empty task, awaiting a value_task twice)
 //   tpl::channel_closed       (.NET ChannelClosedException: writing to a completed channel,
 //                              reading from a completed and drained one)
+//   tpl::lock_recursion_error (.NET LockRecursionException: taking a lock the thread already
+//                              holds where the lock takes none recursively)
+//   tpl::synchronization_lock_error (.NET SynchronizationLockException: releasing a lock the
+//                              thread does not hold)
+//
+// The hierarchy follows .NET's where C++ has the same split: conditions met at run time derive
+// from std::runtime_error (operation_canceled, timeout_exception, barrier_post_phase_error: .NET's
+// SystemException family), misuse derives from std::logic_error through invalid_operation
+// (channel_closed, semaphore_full, lock_recursion_error, synchronization_lock_error: .NET's
+// InvalidOperationException family), bad arguments are std::invalid_argument (.NET
+// ArgumentException), and aggregate_exception derives from std::exception directly, as .NET's
+// AggregateException from Exception. docs/dotnet-mapping.md has the table.
 //
 // Example:
 //   try { t.get(); }
 //   catch (const tpl::aggregate_exception& e) {
 //     for (const auto& inner : e.inner_exceptions()) log(inner);
 //   }
+//   try { co_await t; }
+//   catch (const tpl::operation_canceled&) { /* canceled: catch it before std::runtime_error */ }
+//   catch (const std::runtime_error& e) { /* any other run-time failure */ }
 #pragma once
 
 #include <exception>
@@ -22,12 +37,17 @@
 
 namespace tpl {
 
-/// Thrown by an operation that was canceled, and by awaiting a canceled task.
-/// A coroutine task whose body lets an operation_canceled escape ends in the canceled state.
-class operation_canceled : public std::exception {
+/// Thrown by an operation that was canceled, and by awaiting a canceled task (.NET
+/// OperationCanceledException and TaskCanceledException, both SystemExceptions: here a
+/// std::runtime_error). A coroutine task whose body lets an operation_canceled escape ends in the
+/// canceled state.
+class operation_canceled : public std::runtime_error {
  public:
-  operation_canceled() noexcept = default;
-  const char* what() const noexcept override;
+  /// what(): "The operation was canceled." Does not allocate (it shares one message buffer).
+  operation_canceled() noexcept;
+  /// A message of your own, as .NET's OperationCanceledException(string).
+  explicit operation_canceled(const std::string& message) : std::runtime_error(message) {}
+  explicit operation_canceled(const char* message) : std::runtime_error(message) {}
 };
 
 /// One or more exceptions, in a defined order (for when_all: the order of the tasks).
@@ -59,6 +79,22 @@ class timeout_exception : public std::runtime_error {
 class invalid_operation : public std::logic_error {
  public:
   using std::logic_error::logic_error;
+};
+
+/// Taking a lock the calling thread already holds, in a combination the lock does not allow
+/// (.NET LockRecursionException): reader_writer_lock's read or write lock taken again while the
+/// thread holds either, spin_lock taken again by its owner. Derives from invalid_operation, what
+/// such misuse reports in general.
+class lock_recursion_error : public invalid_operation {
+ public:
+  using invalid_operation::invalid_operation;
+};
+
+/// Releasing a lock the calling thread does not hold (.NET SynchronizationLockException):
+/// reader_writer_lock::exit_read_lock / exit_write_lock, spin_lock::unlock with owner tracking.
+class synchronization_lock_error : public invalid_operation {
+ public:
+  using invalid_operation::invalid_operation;
 };
 
 /// An operation on a channel that was completed (tpl/channel.hpp): a write after complete(), a

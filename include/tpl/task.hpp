@@ -248,6 +248,9 @@ using continuation_result_t = std::conditional_t<std::is_invocable_v<F&, task<T>
                                                  std::invoke_result<F&>>::type;
 
 bool continuation_allowed(task_continuation_options opts, task_status antecedent) noexcept;
+/// Throws std::invalid_argument for options continue_with rejects: bits that name no option, or
+/// not_on_* flags that together exclude every outcome (.NET: ArgumentOutOfRangeException).
+void check_continuation_options(task_continuation_options opts);
 
 template <class T, class F, class R>
 task<R> run_continuation(task<T> antecedent, F fn, task_continuation_options opts);
@@ -350,10 +353,14 @@ class [[nodiscard]] task {
 
   /// Runs fn(task<T>&) (or fn()) after this task completes, as a new task (.NET ContinueWith).
   /// If opts exclude the outcome, the continuation task ends canceled without calling fn.
+  /// Options that exclude every outcome (only_on_ran_to_completion | only_on_faulted, the three
+  /// not_on_* together) throw std::invalid_argument here, as .NET throws
+  /// ArgumentOutOfRangeException.
   template <class F>
   auto continue_with(F fn, task_continuation_options opts = task_continuation_options::none) const
       -> task<detail::continuation_result_t<T, F>> {
     checked("continue_with()");
+    detail::check_continuation_options(opts);
     return detail::run_continuation<T, F, detail::continuation_result_t<T, F>>(*this, std::move(fn),
                                                                                opts);
   }
@@ -451,13 +458,14 @@ task<std::decay_t<T>> task_from_result(T&& v) {
 }
 inline task<> task_from_result() noexcept { return completed_task(); }
 
-/// A task faulted with e (.NET Task.FromException). e must not be null.
+/// A task faulted with e (.NET Task.FromException). e must not be null. The task is faulted
+/// whatever e is: an operation_canceled faults it too, as in .NET (task_from_canceled() gives a
+/// canceled task; only a coroutine body that throws operation_canceled ends canceled).
 template <class T = void>
 task<T> task_from_exception(std::exception_ptr e) {
   if (!e) throw std::invalid_argument("task_from_exception: null exception_ptr");
   auto* s = new detail::ready_state<T>();
-  const bool canceled = detail::is_operation_canceled(e);
-  s->set_error(std::move(e), canceled);
+  s->set_error(std::move(e), false);
   s->publish_completion_unshared();
   return task<T>(detail::adopt_state, s);
 }
@@ -475,5 +483,18 @@ task<T> task_from_canceled() {
   s->publish_completion_unshared();
   return task<T>(detail::adopt_state, s);
 }
+
+namespace detail {
+/// A task canceled with e, an operation_canceled (or derived) exception: awaiting it rethrows e.
+/// For the library's own cancellations that carry their exception (a channel completed with an
+/// operation_canceled error).
+template <class T = void>
+task<T> task_canceled_with(std::exception_ptr e) {
+  auto* s = new ready_state<T>();
+  s->set_error(std::move(e), true);
+  s->publish_completion_unshared();
+  return task<T>(adopt_state, s);
+}
+}  // namespace detail
 
 }  // namespace tpl

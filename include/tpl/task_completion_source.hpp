@@ -32,6 +32,10 @@ struct tcs_state final : task_state<T>, pooled_allocation {
   std::atomic<bool> reserved{false};      // the one completer has claimed it
   std::atomic<std::uint32_t> sources{1};  // live task_completion_source copies
 };
+/// Marks task_completion_source::try_set_canceled_with as the library's own.
+struct canceled_exception_tag {
+  explicit canceled_exception_tag() = default;
+};
 [[noreturn]] void throw_tcs_already_completed();
 [[noreturn]] void throw_tcs_empty();
 std::exception_ptr make_broken_promise_error();
@@ -89,12 +93,12 @@ class task_completion_source {
     if (!try_set_result(static_cast<A&&>(a)...)) detail::throw_tcs_already_completed();
   }
 
-  /// Faults the task with e (an operation_canceled exception cancels it, as in .NET).
+  /// Faults the task with e. An operation_canceled faults it too, as .NET's TrySetException does;
+  /// try_set_canceled() cancels it.
   bool try_set_exception(std::exception_ptr e) {
     if (!e) throw std::invalid_argument("try_set_exception: null exception_ptr");
-    const bool canceled = detail::is_operation_canceled(e);
     checked();
-    return try_complete_with_error(std::move(e), canceled);
+    return try_complete_with_error(std::move(e), false);
   }
   /// Faults with several exceptions: wait() reports all, co_await rethrows the first.
   bool try_set_exception(std::vector<std::exception_ptr> errors) {
@@ -134,6 +138,14 @@ class task_completion_source {
   }
   void set_canceled() {
     if (!try_set_canceled()) detail::throw_tcs_already_completed();
+  }
+
+  /// Cancels the task with e, an operation_canceled (or derived) exception that awaiting it
+  /// rethrows. For the library's own completions (a channel completed with such an error);
+  /// .NET's TrySetCanceled(token) is the public analogue.
+  bool try_set_canceled_with(detail::canceled_exception_tag, std::exception_ptr e) {
+    checked();
+    return try_complete_with_error(std::move(e), true);
   }
 
  private:

@@ -5,7 +5,9 @@
 // sleep (futex_wait also refuses to sleep on a changed word).
 #include "tpl/sync/reader_writer_lock.hpp"
 
+#include <cstddef>
 #include <string>
+#include <vector>
 
 #include "tpl/detail/futex.hpp"
 #include "tpl/exceptions.hpp"
@@ -17,6 +19,57 @@ namespace tpl {
 namespace {
 /// spin_once() steps before a waiter sleeps: the pause phase and a few yields.
 constexpr int kSpinStepsBeforeSleep = spin_wait::yield_threshold + 10;
+
+/// The reader_writer_locks whose read lock the calling thread holds (the write lock's holder is
+/// the lock's own writer_). A thread seldom holds more than a few at once: they sit in a small
+/// inline array, the rest in a vector. Plain thread-local data: only its own thread touches it.
+class held_read_locks {
+ public:
+  bool contains(const reader_writer_lock* l) const noexcept {
+    for (int i = 0; i < inline_count_; ++i)
+      if (inline_[i] == l) return true;
+    for (const reader_writer_lock* m : more_)
+      if (m == l) return true;
+    return false;
+  }
+  /// Throws std::bad_alloc (with nothing added) only past kInline locks held at once.
+  void add(const reader_writer_lock* l) {
+    if (inline_count_ < kInline)
+      inline_[inline_count_++] = l;
+    else
+      more_.push_back(l);
+  }
+  /// False if l is not held.
+  bool remove(const reader_writer_lock* l) noexcept {
+    for (std::size_t i = 0; i < more_.size(); ++i) {
+      if (more_[i] == l) {
+        more_[i] = more_.back();
+        more_.pop_back();
+        return true;
+      }
+    }
+    for (int i = 0; i < inline_count_; ++i) {
+      if (inline_[i] == l) {
+        inline_[i] = inline_[--inline_count_];
+        return true;
+      }
+    }
+    return false;
+  }
+
+ private:
+  static constexpr int kInline = 8;
+  const reader_writer_lock* inline_[kInline] = {};
+  int inline_count_ = 0;
+  std::vector<const reader_writer_lock*> more_;
+};
+
+thread_local held_read_locks t_held_reads;
+
+[[noreturn]] void throw_recursion(const char* what) {
+  throw lock_recursion_error(std::string("tpl: reader_writer_lock: ") + what +
+                             " (no recursion: .NET's LockRecursionPolicy.NoRecursion)");
+}
 }  // namespace
 
 bool reader_writer_lock::sleep_while(std::uint32_t seen, bool infinite,
@@ -41,7 +94,24 @@ void reader_writer_lock::wake_sleepers() noexcept {
   if (sleepers_.load(std::memory_order_seq_cst) != 0) detail::futex_wake_all(&state_);
 }
 
+void reader_writer_lock::check_read_entry() const {
+  if (is_write_lock_held_by_current_thread())
+    throw_recursion("the calling thread holds the write lock and asks for a read lock");
+  if (t_held_reads.contains(this)) throw_recursion("the calling thread already holds a read lock");
+}
+
 bool reader_writer_lock::acquire_read(std::chrono::nanoseconds timeout) {
+  if (!acquire_read_word(timeout)) return false;
+  try {
+    t_held_reads.add(this);
+  } catch (...) {  // out of memory recording it: give the read lock back, report the failure
+    release_read_word();
+    throw;
+  }
+  return true;
+}
+
+bool reader_writer_lock::acquire_read_word(std::chrono::nanoseconds timeout) {
   const bool infinite = detail::is_infinite(timeout);
   const auto deadline =
       detail::saturating_add(std::chrono::steady_clock::now(), infinite ? std::chrono::nanoseconds(0) : timeout);
@@ -68,8 +138,9 @@ bool reader_writer_lock::acquire_read(std::chrono::nanoseconds timeout) {
 }
 
 bool reader_writer_lock::acquire_write(std::chrono::nanoseconds timeout) {
-  if (is_write_lock_held_by_current_thread())
-    throw invalid_operation("tpl: reader_writer_lock: the calling thread already holds the write lock (no recursion)");
+  if (is_write_lock_held_by_current_thread()) throw_recursion("the calling thread already holds the write lock");
+  if (t_held_reads.contains(this))
+    throw_recursion("the calling thread holds a read lock and asks for the write lock (no upgrade)");
   const bool infinite = detail::is_infinite(timeout);
   const auto deadline =
       detail::saturating_add(std::chrono::steady_clock::now(), infinite ? std::chrono::nanoseconds(0) : timeout);
@@ -119,9 +190,13 @@ bool reader_writer_lock::acquire_write(std::chrono::nanoseconds timeout) {
   }
 }
 
-void reader_writer_lock::enter_read_lock() { (void)acquire_read(std::chrono::nanoseconds(infinite_timeout)); }
+void reader_writer_lock::enter_read_lock() {
+  check_read_entry();
+  (void)acquire_read(std::chrono::nanoseconds(infinite_timeout));
+}
 bool reader_writer_lock::try_enter_read_lock(std::chrono::nanoseconds timeout) {
   detail::check_timeout(timeout, "reader_writer_lock::try_enter_read_lock");
+  check_read_entry();
   return acquire_read(timeout);
 }
 void reader_writer_lock::enter_write_lock() { (void)acquire_write(std::chrono::nanoseconds(infinite_timeout)); }
@@ -131,10 +206,17 @@ bool reader_writer_lock::try_enter_write_lock(std::chrono::nanoseconds timeout) 
 }
 
 void reader_writer_lock::exit_read_lock() {
+  if (!t_held_reads.remove(this))
+    throw synchronization_lock_error(
+        "tpl: reader_writer_lock::exit_read_lock: the calling thread does not hold a read lock");
+  release_read_word();
+}
+
+void reader_writer_lock::release_read_word() noexcept {
   // relaxed first read: the CAS releases.
   std::uint32_t s = state_.load(std::memory_order_relaxed);
   for (;;) {
-    if ((s & kReaderMask) == 0) throw invalid_operation("tpl: reader_writer_lock::exit_read_lock: no read lock is held");
+    // The thread's record says it holds a read lock, so the word counts it: never zero here.
     // release: publishes the read section (its reads) before a writer enters; seq_cst for the
     // hand-shake with sleepers (file comment).
     if (state_.compare_exchange_weak(s, s - 1, std::memory_order_seq_cst, std::memory_order_relaxed)) break;
@@ -145,7 +227,8 @@ void reader_writer_lock::exit_read_lock() {
 
 void reader_writer_lock::exit_write_lock() {
   if (!is_write_lock_held_by_current_thread())
-    throw invalid_operation("tpl: reader_writer_lock::exit_write_lock: the calling thread does not hold the write lock");
+    throw synchronization_lock_error(
+        "tpl: reader_writer_lock::exit_write_lock: the calling thread does not hold the write lock");
   writer_.store(std::thread::id{}, std::memory_order_relaxed);  // relaxed: published by the RMW below
   // release: publishes the write section; seq_cst for the hand-shake with sleepers.
   state_.fetch_and(~kWriterHeld, std::memory_order_seq_cst);

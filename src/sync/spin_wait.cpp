@@ -142,7 +142,7 @@ bool spin_lock::is_held_by_current_thread() const noexcept {
 
 bool spin_lock::try_lock() {
   if (track_owner_ && is_held_by_current_thread())
-    throw invalid_operation("tpl: spin_lock: the calling thread already holds the lock (not recursive)");
+    throw lock_recursion_error("tpl: spin_lock: the calling thread already holds the lock (not recursive)");
   // relaxed pre-check: avoids a write to a contended line; acquire on the exchange: the critical
   // section must see the previous holder's writes.
   if (held_.load(std::memory_order_relaxed) || held_.exchange(true, std::memory_order_acquire)) return false;
@@ -164,11 +164,11 @@ void spin_lock::lock() {
 void spin_lock::unlock() {
   if (track_owner_) {
     if (!is_held_by_current_thread())
-      throw invalid_operation("tpl: spin_lock::unlock: the calling thread does not hold the lock");
+      throw synchronization_lock_error("tpl: spin_lock::unlock: the calling thread does not hold the lock");
     // relaxed: published by the release store below.
     owner_.store(std::thread::id{}, std::memory_order_relaxed);
   } else if (!held_.load(std::memory_order_relaxed)) {  // relaxed: a misuse check only
-    throw invalid_operation("tpl: spin_lock::unlock: the lock is not held");
+    throw synchronization_lock_error("tpl: spin_lock::unlock: the lock is not held");
   }
   // release: publishes the critical section to the next holder.
   held_.store(false, std::memory_order_release);

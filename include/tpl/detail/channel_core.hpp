@@ -237,8 +237,8 @@ class channel_core final {
     return true;
   }
 
-  /// Writes item (moved from only on success). False if the channel is full (wait mode) or, for a
-  /// rendezvous channel, no reader is waiting. Throws channel_closed once completed.
+  /// Writes item (moved from only on success). False if the channel is full (wait mode), for a
+  /// rendezvous channel no reader is waiting, or the channel is completed.
   bool try_write(T& item);
 
   /// Throws std::bad_alloc, with the channel unchanged, if the block that keeps the error cannot

@@ -48,7 +48,13 @@ template <class T>
 task<> channel_core<T>::completion() {
   std::lock_guard g(lock_);
   if (!has_completion_locked()) {
-    if (done_) return error_locked() ? task_from_exception(error_locked()) : completed_task();
+    if (done_) {
+      // As .NET's channels: an operation_canceled completion error cancels the completion task,
+      // any other error faults it.
+      const std::exception_ptr& e = error_locked();
+      if (!e) return completed_task();
+      return is_operation_canceled(e) ? task_canceled_with(e) : task_from_exception(e);
+    }
     cold_locked().completion = std::make_unique<task_completion_source<>>(
         has_mode(kSynchronous) ? task_creation_options::none
                                : task_creation_options::run_continuations_asynchronously);
@@ -86,7 +92,9 @@ void channel_core<T>::finish_done(bool now_done) noexcept {
   // The completion source and the error no longer change once done_ is set; now_done means the
   // source exists. acquire: pairs with cold_locked()'s release (we also set done_ under the lock).
   const cold_state* c = cold_.load(std::memory_order_acquire);
-  if (c->error)
+  if (c->error && is_operation_canceled(c->error))
+    c->completion->try_set_canceled_with(canceled_exception_tag{}, c->error);
+  else if (c->error)
     c->completion->try_set_exception(c->error);
   else
     c->completion->try_set_result();

@@ -26,14 +26,13 @@ bool channel_core<T>::try_write(T& item) {
   channel_wake_list wake;
   std::optional<T> dropped;
   write_result r;
-  std::exception_ptr closed_error;
   {
     std::lock_guard g(lock_);
     r = write_locked(item, wake, dropped);
-    if (r == write_result::closed) closed_error = error_locked();
   }
   finish(wake, dropped, false, has_mode(kSynchronous));
-  if (r == write_result::closed) throw_channel_closed(closed_error);
+  // A completed channel refuses the item like a full one (.NET TryWrite returns false and never
+  // throws); write_async and wait_to_write_async are the calls that report the completion.
   return r == write_result::written;
 }
 

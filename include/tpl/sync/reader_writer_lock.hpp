@@ -12,9 +12,13 @@
 // sleep, the cause of .NET 6's ReaderWriterLockSlim stalls in seed 000), then sleeps on a futex
 // until the state changes: no acquisition waits longer than the lock is actually held.
 //
-// Misuse is reported: exit_read_lock with no reader inside, exit_write_lock by a thread that does
-// not hold the write lock, and entering the write lock again on the thread that holds it (no
-// recursion) throw invalid_operation. Upgradeable read locks are not provided.
+// No recursion, as .NET's LockRecursionPolicy.NoRecursion: a thread that holds the lock, in either
+// mode, and asks for it again in either mode (read in read, write in write, read in write, write
+// in read) gets lock_recursion_error instead of a deadlock; exit_read_lock / exit_write_lock by a
+// thread that does not hold that lock gets synchronization_lock_error (both derive from
+// invalid_operation). Each thread records the read locks it holds (a small thread-local list), so
+// a read lock is released by the thread that took it, as in .NET. Upgradeable read locks are not
+// provided.
 #pragma once
 
 #include <atomic>
@@ -55,7 +59,12 @@ class reader_writer_lock {
   static constexpr std::uint32_t kWaitingWriterMask = ((1u << 11) - 1) << 20;
   static constexpr std::uint32_t kWriterHeld = 1u << 31;
 
+  /// Throws lock_recursion_error if the calling thread holds this lock in either mode.
+  void check_read_entry() const;
+  /// acquire_read_word, then records the read lock as the calling thread's.
   bool acquire_read(std::chrono::nanoseconds timeout);
+  bool acquire_read_word(std::chrono::nanoseconds timeout);
+  void release_read_word() noexcept;
   bool acquire_write(std::chrono::nanoseconds timeout);
   /// Sleeps until state_ differs from `seen` or the deadline passes; false on deadline.
   bool sleep_while(std::uint32_t seen, bool infinite, std::chrono::steady_clock::time_point deadline);

@@ -80,9 +80,9 @@ class spin_wait {
 
 /// A lock that spins (with spin_wait's schedule) instead of blocking in the kernel (.NET SpinLock).
 /// For very short critical sections only; it does not tell the pool it is blocked. Not recursive.
-/// With track_owner, lock() by the owner throws invalid_operation (instead of deadlocking) and
-/// unlock() by another thread throws invalid_operation; without it, unlock() of an unheld lock
-/// still throws.
+/// With track_owner, lock() by the owner throws lock_recursion_error (instead of deadlocking) and
+/// unlock() by another thread throws synchronization_lock_error; without it, unlock() of an unheld
+/// lock still throws synchronization_lock_error (both derive from invalid_operation).
 class spin_lock {
  public:
   explicit spin_lock(bool track_owner = false) noexcept : track_owner_(track_owner) {}
