@@ -21,6 +21,7 @@
 #include "tpl/when_any.hpp"
 #include "tpl/cancellation.hpp"
 #include "tpl/time_provider.hpp"
+#include "tpl/periodic_timer.hpp"
 #include "tpl/testing/deterministic_scheduler.hpp"
 #include "tpl/testing/fake_time_provider.hpp"
 #include "tpl/wait_async.hpp"
