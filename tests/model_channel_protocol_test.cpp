@@ -150,6 +150,7 @@ struct thread_state {
 struct shared_state {
   std::uint8_t gate_count = 0;
   std::uint8_t gate_completed = 0;
+  std::uint8_t gate_straggler = 0;  // kStraggler: a node queued past a claim in progress
   std::uint8_t tail = 0, head = 0, closed = 0;
   std::array<std::uint8_t, kSlots> seq{};   // memory
   std::array<std::uint8_t, kSlots> sitem{};
@@ -285,13 +286,18 @@ struct checker {
     }
     return false;
   }
+  // gate_count_locked(-1): the count goes down; at 0, kStraggler goes with it.
+  static void gate_down(shared_state& s) {
+    --s.gate_count;
+    if (s.gate_count == 0) s.gate_straggler = 0;
+  }
   // take_front: the gate's count goes down with the queue.
   int take_reader(state& st) const {
-    --st.s.gate_count;
+    gate_down(st.s);
     return pop_q(st.s.readers, st.s.n_readers);
   }
   int take_writer(state& st) const {
-    --st.s.gate_count;
+    gate_down(st.s);
     return pop_q(st.s.writers, st.s.n_writers);
   }
 
@@ -532,10 +538,10 @@ struct checker {
       case look2: {
         bool serve;
         if (is_writer) {
-          serve = (me.seen & 1) != 0 || (c.v != variant::no_write_second_look && s.gate_count != 0);
+          serve = (me.seen & 1) != 0 || (c.v != variant::no_write_second_look && s.gate_straggler != 0);
         } else {
           const bool completed_dry = (me.seen & 2) != 0 && ring_count(s) == 0 && c.v != variant::reader_ignores_completion;
-          serve = (me.seen & 1) != 0 || completed_dry || (c.v != variant::no_read_second_look && s.gate_count != 0);
+          serve = (me.seen & 1) != 0 || completed_dry || (c.v != variant::no_read_second_look && s.gate_straggler != 0);
         }
         me.out = o_ok;
         if (serve) {
@@ -574,7 +580,7 @@ struct checker {
         bool resolved = false;
         if (!(is_writer ? write_locked(ns, i, err, resolved) : read_locked(ns, i, err, resolved))) return violation();
         if (resolved) {
-          if (me.announced) --s.gate_count, me.announced = 0;
+          if (me.announced) gate_down(s), me.announced = 0;
           s.lock = 0;
           me.pc = s_wait;
           add(ns, std::string("attempt: resolved (") + (me.out == o_ok ? "ok" : "closed") + "), unlock");
@@ -617,9 +623,10 @@ struct checker {
           if (!me.announced) ++s.gate_count;
           me.announced = 0;
         } else if (me.announced) {
-          --s.gate_count;
+          gate_down(s);
           me.announced = 0;
         }
+        if (!me.in_progress && me.fence_serve != 0) s.gate_straggler = 1;
         s.lock = 0;
         if (me.in_progress) {
           me.pc = s_retry;
@@ -726,7 +733,7 @@ struct checker {
               err = "a queued node is in no queue";
               return violation();
             }
-            --s.gate_count;
+            gate_down(s);
             if (!resolve(ns, target, o_canceled, err)) return violation();
           }
           me.pc = finished;
@@ -752,6 +759,7 @@ struct checker {
     if (st.s.gate_count != queued + announcing)
       return fail("the gate counts " + std::to_string(st.s.gate_count) + " waiters, " + std::to_string(queued) +
                   " are queued and " + std::to_string(announcing) + " announcing");
+    if (st.s.gate_straggler && st.s.gate_count == 0) return fail("kStraggler is set with no node counted");
     return true;
   }
 

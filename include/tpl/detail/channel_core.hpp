@@ -28,11 +28,12 @@
 // completed channel finishes it.
 //
 // A claim whose thread is descheduled between claim and publication would keep such a waiter
-// retrying; it watches for kChannelClaimWaits rounds and then queues anyway, and runs a heavy
-// fence (asymmetric_fence_heavy) before it serves the channel once more. Every lock-free write
-// (read) looks at the gate a second time after its publication (freeing), with only the light
-// half of the fence: either its publication was visible to the waiter's service() after the
-// heavy fence, or its second look sees the waiter counted and it serves it.
+// retrying; it watches for kChannelClaimWaits rounds and then queues anyway, marks the gate
+// kStraggler, and runs a heavy fence (asymmetric_fence_heavy) before it serves the channel once
+// more. Every lock-free write (read) looks at the gate's kStraggler a second time after its
+// publication (freeing), with only the light half of the fence: either its publication was
+// visible to the waiter's service() after the heavy fence, or its second look sees the mark and
+// it serves the waiter.
 //
 // Protocol. Every decision about a waiting operation (handed an item, given room, completed,
 // canceled, channel destroyed) is made under the lock by unlinking its node and marking it
@@ -211,12 +212,16 @@ class channel_core final {
       const auto look = [this, &seen] { seen = gate_.load(std::memory_order_seq_cst); };
       if (ring()->try_push(item, false, look) != fast_ring::push_result::ok) return false;
       // The second look, after the publication: a reader that found our claim unpublished for
-      // too long queued itself and then ran a heavy fence (start()'s queue_anyway). Either our
-      // publication was visible to it after that fence, or this look sees it counted.
+      // too long queued itself anyway, set kStraggler and then ran a heavy fence (start()'s
+      // queue_anyway). Either our publication was visible to it after that fence, or this look
+      // sees kStraggler. (Any other waiter is the first look's: it announced before our claim,
+      // or its look at the ring saw the claim and it did not queue.) Only the straggler bit, not
+      // the count: a reader announcing itself right now will see our item, and serving it here
+      // would take the lock on every write that races a reader about to wait.
       // relaxed: ordered after the publication by the asymmetric fence pair (the light half is a
       // compiler barrier; see asymmetric_fence.hpp for why that suffices on x86 and ARMv8).
       asymmetric_fence_light();
-      if (seen >= kWaitUnit || gate_.load(std::memory_order_relaxed) >= kWaitUnit) service();
+      if (seen >= kWaitUnit || (gate_.load(std::memory_order_relaxed) & kStraggler) != 0) service();
       return true;
     }
     // A rendezvous channel buffers nothing: only the general path can hand an item over.
@@ -264,9 +269,9 @@ class channel_core final {
       const auto look = [this, &g] { g = gate_.load(std::memory_order_seq_cst); };
       if (!rring()->try_pop(out, pos, look)) return false;
       // The second look, after freeing the slot: as in try_write_fast, for a writer that found
-      // our claim unfreed for too long and queued for room (relaxed: see there).
+      // our claim unfreed for too long and queued for room anyway (relaxed: see there).
       asymmetric_fence_light();
-      if ((g != 0 && needs_service_after_read(g, pos)) || gate_.load(std::memory_order_relaxed) >= kWaitUnit)
+      if ((g != 0 && needs_service_after_read(g, pos)) || (gate_.load(std::memory_order_relaxed) & kStraggler) != 0)
         service();  // the slot is free now
       return true;
     }
@@ -367,7 +372,10 @@ class channel_core final {
   static constexpr std::uint32_t kLockedMode = 1;  // no ring (yet): every operation takes the lock
   static constexpr std::uint32_t kCompleted = 2;   // no more writes
   static constexpr std::uint32_t kOverflow = 4;    // items wait in the overflow behind the ring
-  static constexpr std::uint32_t kWaitUnit = 8;    // one node queued (or announcing, see start())
+  // A node queued past a claim in progress (start()'s queue_anyway): the lock-free paths' second
+  // look is for it. Set only with a node counted; cleared when the count drops to 0.
+  static constexpr std::uint32_t kStraggler = 8;
+  static constexpr std::uint32_t kWaitUnit = 16;   // one node queued (or announcing, see start())
 
   // Nodes leave the four queues only through these two (and join them only in enqueue_locked,
   // announced by start()), which keeps the gate's count exact.
@@ -380,12 +388,15 @@ class channel_core final {
     q.remove(n);
   }
 
-  /// Counts one node more (+1) or less (-1) in the gate. Under the lock: the gate changes only
-  /// under it, so a load and a store (relaxed: a count the lock-free paths read as a hint to come
-  /// to the lock, as a relaxed read-modify-write would be) do without a locked instruction.
+  /// Counts one node more (+1) or less (-1) in the gate; kStraggler goes when the count drops to
+  /// 0 (no node is left for a second look to serve). Under the lock: the gate changes only under
+  /// it, so a load and a store (relaxed: a count the lock-free paths read as a hint to come to the
+  /// lock, as a relaxed read-modify-write would be) do without a locked instruction.
   void gate_count_locked(int delta) noexcept {
     const std::uint32_t g = gate_.load(std::memory_order_relaxed);
-    gate_.store(delta > 0 ? g + kWaitUnit : g - kWaitUnit, std::memory_order_relaxed);
+    std::uint32_t next = delta > 0 ? g + kWaitUnit : g - kWaitUnit;
+    if (next < kWaitUnit) next &= ~kStraggler;
+    gate_.store(next, std::memory_order_relaxed);
   }
 
   static void resolve(channel_wake_list& wake, channel_node* n, channel_outcome outcome,
@@ -589,7 +600,9 @@ class channel_core final {
 }  // namespace detail
 }  // namespace tpl
 
-// The member functions of channel_core, one mechanism per file.
+// The member functions of channel_core, one mechanism per file. They are defined `inline`, as
+// they would be inside the class: g++ -O2 inlines a function declared inline far more readily,
+// and the lock-free fast paths (try_write, try_read) must fold into their callers.
 #include "tpl/detail/channel_core_buffer.hpp"      // IWYU pragma: export
 #include "tpl/detail/channel_core_completion.hpp"  // IWYU pragma: export
 #include "tpl/detail/channel_core_waiting.hpp"     // IWYU pragma: export

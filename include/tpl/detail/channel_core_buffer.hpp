@@ -48,7 +48,7 @@ auto channel_core<T>::grow_ring_locked() -> fast_ring* {
 }
 
 template <class T>
-bool channel_core<T>::advance_read_ring_locked() noexcept {
+inline bool channel_core<T>::advance_read_ring_locked() noexcept {
   fast_ring* r = rring();
   // count() 0 on a closed ring: every write that claimed a slot was published and taken.
   if (r == ring() || r->count() != 0) return false;
@@ -58,7 +58,7 @@ bool channel_core<T>::advance_read_ring_locked() noexcept {
 }
 
 template <class T>
-void channel_core<T>::refill_locked() {
+inline void channel_core<T>::refill_locked() {
   while (!items_.empty()) {
     // past_close: these items were written before any completion.
     if (ring()->try_push(items_.front(), true) != fast_ring::push_result::ok) break;
@@ -71,7 +71,7 @@ void channel_core<T>::refill_locked() {
 }
 
 template <class T>
-bool channel_core<T>::push_buffer_locked(T& item) {
+inline bool channel_core<T>::push_buffer_locked(T& item) {
   if (!ring()) {
     if (items_.size() >= capacity_) return false;
     items_.push_back(std::move(item));
@@ -102,7 +102,7 @@ bool channel_core<T>::push_buffer_locked(T& item) {
 }
 
 template <class T>
-bool channel_core<T>::pop_buffer_locked(std::optional<T>& out) {
+inline bool channel_core<T>::pop_buffer_locked(std::optional<T>& out) {
   if (!ring()) {
     if (items_.empty()) return false;
     out.emplace(items_.pop_front());
@@ -123,7 +123,7 @@ bool channel_core<T>::pop_buffer_locked(std::optional<T>& out) {
 }
 
 template <class T>
-bool channel_core<T>::buffer_has_ready_locked() const noexcept {
+inline bool channel_core<T>::buffer_has_ready_locked() const noexcept {
   if (!items_.empty()) return true;
   for (fast_ring* r = rring(); r != nullptr; r = r->next()) {
     if (r->front_ready()) return true;
@@ -133,14 +133,14 @@ bool channel_core<T>::buffer_has_ready_locked() const noexcept {
 }
 
 template <class T>
-std::size_t channel_core<T>::buffer_size_locked() const noexcept {
+inline std::size_t channel_core<T>::buffer_size_locked() const noexcept {
   std::size_t n = items_.size();
   for (fast_ring* r = rring(); r != nullptr; r = r->next()) n += r->count();
   return n;
 }
 
 template <class T>
-bool channel_core<T>::has_room_locked() const noexcept {
+inline bool channel_core<T>::has_room_locked() const noexcept {
   if (capacity_ == 0) return !readers_.empty();
   if (full_mode() != bounded_channel_full_mode::wait) return true;
   // Counted, not looked for in the ring: with the overflow full the ring may have room that a
@@ -150,7 +150,7 @@ bool channel_core<T>::has_room_locked() const noexcept {
 }
 
 template <class T>
-bool channel_core<T>::needs_service_after_read(std::uint32_t g, std::uint64_t pos) const noexcept {
+inline bool channel_core<T>::needs_service_after_read(std::uint32_t g, std::uint64_t pos) const noexcept {
   if (g >= kWaitUnit) return true;  // a writer waits for room (or a reader queued meanwhile)
   // Refill the ring from the overflow every quarter lap, and at once when it ran dry; finish a
   // completed channel on its last item.

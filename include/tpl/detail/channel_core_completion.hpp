@@ -17,7 +17,7 @@
 namespace tpl::detail {
 
 template <class T>
-bool channel_core<T>::try_complete(std::exception_ptr error) {
+inline bool channel_core<T>::try_complete(std::exception_ptr error) {
   // The cold block holds the error: allocated before the lock if there is none yet (acquire:
   // pairs with cold_locked()'s release; a block made meanwhile makes this one spare).
   std::unique_ptr<cold_state> spare;
@@ -45,7 +45,7 @@ bool channel_core<T>::try_complete(std::exception_ptr error) {
 }
 
 template <class T>
-task<> channel_core<T>::completion() {
+inline task<> channel_core<T>::completion() {
   std::lock_guard g(lock_);
   if (!has_completion_locked()) {
     if (done_) {
@@ -63,7 +63,7 @@ task<> channel_core<T>::completion() {
 }
 
 template <class T>
-bool channel_core<T>::mark_done_locked(channel_wake_list& wake) noexcept {
+inline bool channel_core<T>::mark_done_locked(channel_wake_list& wake) noexcept {
   done_ = true;
   while (!readers_.empty()) resolve(wake, take_front(readers_), channel_outcome::closed, error_locked());
   while (!read_waiters_.empty()) resolve(wake, take_front(read_waiters_), channel_outcome::closed, error_locked());
@@ -71,7 +71,7 @@ bool channel_core<T>::mark_done_locked(channel_wake_list& wake) noexcept {
 }
 
 template <class T>
-void channel_core<T>::finish(channel_wake_list& wake, std::optional<T>& dropped, bool now_done, bool synchronous) {
+inline void channel_core<T>::finish(channel_wake_list& wake, std::optional<T>& dropped, bool now_done, bool synchronous) {
   struct waker {
     channel_wake_list& wake;
     bool synchronous;
@@ -87,7 +87,7 @@ void channel_core<T>::finish(channel_wake_list& wake, std::optional<T>& dropped,
 }
 
 template <class T>
-void channel_core<T>::finish_done(bool now_done) noexcept {
+inline void channel_core<T>::finish_done(bool now_done) noexcept {
   if (!now_done) return;
   // The completion source and the error no longer change once done_ is set; now_done means the
   // source exists. acquire: pairs with cold_locked()'s release (we also set done_ under the lock).

@@ -11,9 +11,10 @@
 //   (which take their unit back unless they stay queued). Nodes join a queue only in
 //   enqueue_locked and leave it only through take_front / unlink.
 // - A node does not queue while the other side holds a ring claim that its attempt needs,
-//   unless it watched that claim for kChannelClaimWaits rounds: then it queues, runs the heavy
-//   fence, and serves the channel once more; the claimer's second look after publishing does
-//   the rest (see channel_core.hpp's protocol comment and docs/internals.md).
+//   unless it watched that claim for kChannelClaimWaits rounds: then it queues, marks the gate
+//   kStraggler, runs the heavy fence, and serves the channel once more; the claimer's second look
+//   after publishing does the rest (see channel_core.hpp's protocol comment and
+//   docs/internals.md). kStraggler is set only while a node is counted in the gate.
 #pragma once
 
 #include "tpl/detail/channel_core.hpp"
@@ -21,7 +22,7 @@
 namespace tpl::detail {
 
 template <class T>
-bool channel_core<T>::try_write(T& item) {
+inline bool channel_core<T>::try_write(T& item) {
   if (try_write_fast(item)) return true;
   channel_wake_list wake;
   std::optional<T> dropped;
@@ -37,7 +38,7 @@ bool channel_core<T>::try_write(T& item) {
 }
 
 template <class T>
-bool channel_core<T>::try_read(std::optional<T>& out) {
+inline bool channel_core<T>::try_read(std::optional<T>& out) {
   if (try_read_fast(out)) return true;
   channel_wake_list wake;
   bool now_done = false;
@@ -53,7 +54,7 @@ bool channel_core<T>::try_read(std::optional<T>& out) {
 }
 
 template <class T>
-bool channel_core<T>::start(channel_op op, channel_node& node, bool may_queue) {
+inline bool channel_core<T>::start(channel_op op, channel_node& node, bool may_queue) {
   const bool synchronous = has_mode(kSynchronous);
   int claim_waits = 0;          // times we waited for another thread's claim to finish
   bool queue_anyway = false;    // that thread is slow: queue, and let its second look find us
@@ -99,6 +100,10 @@ bool channel_core<T>::start(channel_op op, channel_node& node, bool may_queue) {
           if (!in_progress) {
             enqueue_locked(op, node, wake);
             if (!announce && node.state == channel_node_state::queued) gate_count_locked(+1);
+            // Counted (announced or just now), so kStraggler stays until this node leaves. relaxed:
+            // under the lock; the heavy fence below orders it for the claimer's second look.
+            if (fence_and_serve && node.state == channel_node_state::queued)
+              gate_.store(gate_.load(std::memory_order_relaxed) | kStraggler, std::memory_order_relaxed);
           }
         }
         if (node.state == channel_node_state::resolved) resolved_now = true;  // misuse reported
@@ -134,7 +139,7 @@ bool channel_core<T>::start(channel_op op, channel_node& node, bool may_queue) {
 }
 
 template <class T>
-void channel_core<T>::cancel(channel_op op, channel_node& node) noexcept {
+inline void channel_core<T>::cancel(channel_op op, channel_node& node) noexcept {
   {
     std::lock_guard g(lock_);
     if (node.state == channel_node_state::idle) {
@@ -153,14 +158,14 @@ void channel_core<T>::cancel(channel_op op, channel_node& node) noexcept {
 }
 
 template <class T>
-bool channel_core<T>::claim_in_progress_locked(channel_op op) const noexcept {
+inline bool channel_core<T>::claim_in_progress_locked(channel_op op) const noexcept {
   if (ring() == nullptr) return false;
   if (is_read_side(op)) return buffer_size_locked() != 0;
   return op == channel_op::write && ring()->read_in_progress();
 }
 
 template <class T>
-bool channel_core<T>::wait_for_claim(channel_op op) const noexcept {
+inline bool channel_core<T>::wait_for_claim(channel_op op) const noexcept {
   for (int i = 0; i < kChannelSpinChecks; ++i) {
     if (is_read_side(op) ? rring()->front_ready() : ring()->has_room()) return true;
     TPL_CPU_RELAX();
@@ -186,7 +191,7 @@ void channel_core<T>::service() {
 }
 
 template <class T>
-void channel_core<T>::serve_readers_locked(channel_wake_list& wake) {
+inline void channel_core<T>::serve_readers_locked(channel_wake_list& wake) {
   while (!readers_.empty()) {
     auto* r = static_cast<item_node*>(readers_.front());
     if (!pop_buffer_locked(r->item)) return;
@@ -195,7 +200,7 @@ void channel_core<T>::serve_readers_locked(channel_wake_list& wake) {
 }
 
 template <class T>
-void channel_core<T>::give_room_locked(channel_wake_list& wake) {
+inline void channel_core<T>::give_room_locked(channel_wake_list& wake) {
   while (!writers_.empty()) {
     auto* w = static_cast<item_node*>(writers_.front());
     if (!push_buffer_locked(*w->item)) return;
@@ -207,7 +212,7 @@ void channel_core<T>::give_room_locked(channel_wake_list& wake) {
 }
 
 template <class T>
-auto channel_core<T>::write_locked(T& item, channel_wake_list& wake, std::optional<T>& dropped) -> write_result {
+inline auto channel_core<T>::write_locked(T& item, channel_wake_list& wake, std::optional<T>& dropped) -> write_result {
   if (completed_) return write_result::closed;
   if (!readers_.empty() && buffer_empty_locked()) {
     // A reader waits and nothing is buffered: hand the item straight over. (With a ring, a
@@ -245,7 +250,7 @@ auto channel_core<T>::write_locked(T& item, channel_wake_list& wake, std::option
 }
 
 template <class T>
-auto channel_core<T>::read_locked(std::optional<T>& out, channel_wake_list& wake, bool& now_done) -> read_result {
+inline auto channel_core<T>::read_locked(std::optional<T>& out, channel_wake_list& wake, bool& now_done) -> read_result {
   if (pop_buffer_locked(out)) {
     // The room just made goes to the oldest blocked writer.
     give_room_locked(wake);
@@ -265,7 +270,7 @@ auto channel_core<T>::read_locked(std::optional<T>& out, channel_wake_list& wake
 }
 
 template <class T>
-bool channel_core<T>::attempt_locked(channel_op op, channel_node& node, channel_wake_list& wake, std::optional<T>& dropped, bool& now_done) {
+inline bool channel_core<T>::attempt_locked(channel_op op, channel_node& node, channel_wake_list& wake, std::optional<T>& dropped, bool& now_done) {
   auto finish = [&node](channel_outcome outcome, std::exception_ptr error) {
     node.state = channel_node_state::resolved;
     node.outcome = outcome;
@@ -312,7 +317,7 @@ bool channel_core<T>::attempt_locked(channel_op op, channel_node& node, channel_
 }
 
 template <class T>
-void channel_core<T>::enqueue_locked(channel_op op, channel_node& node, channel_wake_list& wake) {
+inline void channel_core<T>::enqueue_locked(channel_op op, channel_node& node, channel_wake_list& wake) {
   const bool reader_side = is_read_side(op);
   if (reader_side && has_mode(kSingleReader) && (!readers_.empty() || !read_waiters_.empty())) {
     node.state = channel_node_state::resolved;
