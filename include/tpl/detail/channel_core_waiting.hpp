@@ -40,6 +40,7 @@ inline bool channel_core<T>::try_write(T& item) {
 template <class T>
 inline bool channel_core<T>::try_read(std::optional<T>& out) {
   if (try_read_fast(out)) return true;
+  if (plainly_empty_fast()) return false;
   channel_wake_list wake;
   bool now_done = false;
   read_result r;

@@ -86,8 +86,10 @@ class channel_fast_ring {
       if (diff == 0) {
         // seq_cst: orders the claim before the completer's done check (see channel_core), and
         // before after_claim's look at the gate: the Dekker store of a lock-free write (a reader
-        // that announces itself later sees this claim in its seq_cst look at tail_). On x86 the
-        // CAS is a full barrier anyway. On failure pos is reloaded (relaxed: a guess).
+        // that announces itself later sees this claim in its seq_cst look at tail_). A seq_cst
+        // RMW followed by a seq_cst load is ordered store-to-load on x86 (a locked instruction)
+        // and on ARMv8 (the CAS's stlxr/casal and the load's ldar are never reordered). On
+        // failure pos is reloaded (relaxed: a guess).
         if (tail_.compare_exchange_weak(pos, pos + 1, std::memory_order_seq_cst, std::memory_order_relaxed)) {
           after_claim();
           ::new (static_cast<void*>(s.storage)) T(std::move(item));
@@ -178,6 +180,25 @@ class channel_fast_ring {
     const std::uint64_t pos = head_.load(std::memory_order_seq_cst) & ~kFrozen;
     // seq_cst: pairs with the announce of a waiting reader that checks this.
     return slots_[pos & mask_].seq.load(std::memory_order_seq_cst) == pos + 1;
+  }
+
+  /// Whether a read would find nothing here and nothing behind this ring: the front slot holds
+  /// no published item (empty, or its writer has not published yet: try_pop would fail too),
+  /// reads are not frozen, and no successor ring took over the writes. A snapshot for a reader
+  /// outside the channel's lock.
+  bool plainly_empty() const noexcept {
+    // relaxed: a stale head finds its slot already refilled or freed for a later lap (seq ahead
+    // of pos + 1): not plainly empty. A write that happened before this call (through whatever
+    // synchronisation) is seen anyway (read coherence).
+    const std::uint64_t pos = head_.load(std::memory_order_relaxed);
+    if ((pos & kFrozen) != 0) return false;
+    // acquire: keeps the look at next_ below after this one (ldar on ARMv8; x86 keeps loads in
+    // order). An empty front may be a ring drained after it was closed: a successor linked
+    // before we saw that front is found by the later look (we take the lock then); one linked
+    // after it had taken no write yet (writes reach a successor only once it is linked).
+    const std::uint64_t seq = slots_[pos & mask_].seq.load(std::memory_order_acquire);
+    // relaxed: only null or not matters here, not the successor's contents.
+    return static_cast<std::int64_t>(seq - (pos + 1)) < 0 && next_.load(std::memory_order_relaxed) == nullptr;
   }
 
   /// For a write that just found the ring full: whether that was a slot a reader had claimed
