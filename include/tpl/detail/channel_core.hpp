@@ -148,9 +148,8 @@ class channel_core final {
   using fast_ring = channel_fast_ring<T>;
 
   // From the frame pool, as a block of at least kAllocBytes: a chunk above the allocator's
-  // never-coalescing small-chunk range (glibc's fastbins end at 128 bytes), so that many freed
-  // cores do not cut the free space of the coroutine frames around them into pieces
-  // (docs/channels.md, Costs, has the measurements).
+  // never-coalescing small-chunk range, so that many freed cores do not cut the free space of
+  // the coroutine frames around them into pieces (docs/channels.md, Costs, says why 136).
   static constexpr std::size_t kAllocBytes = 136;
   static void* operator new(std::size_t n) { return frame_alloc(n < kAllocBytes ? kAllocBytes : n); }
   static void operator delete(void* p, std::size_t n) noexcept { frame_free(p, n < kAllocBytes ? kAllocBytes : n); }

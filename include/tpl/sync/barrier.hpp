@@ -13,9 +13,9 @@
 // std::invalid_argument; arriving at a barrier with no participants, or with more arrivals than
 // participants, throws invalid_operation.
 //
-// A blocked participant tells its pool (detail::blocking_region): seed 000's repro, 2 x cores + 1
-// pool work items blocking on one barrier, needs the pool to add threads, which it does for
-// blocked workers. async_barrier (tpl/sync/async_barrier.hpp) suspends instead of blocking.
+// A blocked participant tells its pool (detail::blocking_region): more pool work items blocking on
+// one barrier than the pool has threads need the pool to add threads, which it does for blocked
+// workers. async_barrier (tpl/sync/async_barrier.hpp) suspends instead of blocking.
 #pragma once
 
 #include <chrono>

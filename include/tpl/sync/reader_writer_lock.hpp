@@ -8,9 +8,9 @@
 //   if (rw.try_enter_write_lock(std::chrono::milliseconds(5))) { ...; rw.exit_write_lock(); }
 //
 // Writers are preferred: once a writer waits, new readers wait behind it, so a stream of readers
-// cannot starve writers. A waiting thread spins with spin_wait (pause, then yields: never a 1 ms
-// sleep, the cause of .NET 6's ReaderWriterLockSlim stalls in seed 000), then sleeps on a futex
-// until the state changes: no acquisition waits longer than the lock is actually held.
+// cannot starve writers. A waiting thread spins with spin_wait (pause, then yields: never a fixed
+// 1 ms sleep, see docs/synchronization.md), then sleeps on a futex until the state changes: no
+// acquisition waits longer than the lock is actually held.
 //
 // No recursion, as .NET's LockRecursionPolicy.NoRecursion: a thread that holds the lock, in either
 // mode, and asks for it again in either mode (read in read, write in write, read in write, write
