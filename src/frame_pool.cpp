@@ -4,7 +4,9 @@
 // Invariants: a thread's cache is handed back exactly once, by its exit hook, and after that the
 // thread neither caches a freed block nor takes a batch (hook_state 2: straight to the system);
 // a class's transfer list holds at most max_batches(c) batches (about kMaxTransferBytesPerClass),
-// so what the pool keeps after a burst is bounded per class.
+// so what the pool keeps after a burst is bounded per class. Under AddressSanitizer a freed block
+// spends its first kAsanQuarantineBlocks frees of the same thread poisoned in the quarantine, and
+// leaves it only to the cache or, at thread exit, to the system.
 #include <atomic>
 #include <mutex>
 
@@ -67,12 +69,37 @@ void release_chain_to_system(free_block* head, std::size_t c) {
   }
 }
 
+#if defined(TPL_ASAN)
+// Plain data, as frame_cache: a ring of the last freed blocks, oldest at next once it is full.
+// The pointers stay readable (the array is not poisoned), so LeakSanitizer finds the blocks.
+struct quarantine {
+  void* block[kAsanQuarantineBlocks];
+  std::uint16_t size_class[kAsanQuarantineBlocks];
+  std::size_t next;
+};
+thread_local quarantine t_quarantine{};
+
+void release_quarantine_to_system() noexcept {
+  quarantine& q = t_quarantine;
+  for (std::size_t i = 0; i < kAsanQuarantineBlocks; ++i) {
+    if (q.block[i] == nullptr) continue;
+    TPL_UNPOISON(q.block[i], frame_class_bytes(q.size_class[i]));
+    ::operator delete(q.block[i]);
+    q.block[i] = nullptr;
+  }
+  q.next = 0;
+}
+#endif
+
 // Hands the whole cache of this thread back when it exits, so a pool of short-lived threads does
 // not leak frames.
 struct exit_hook {
   ~exit_hook() {
     frame_cache& cache = frame_cache_tls();
     cache.hook_state = 2;  // frees from here on (other thread_local dtors) go direct
+#if defined(TPL_ASAN)
+    release_quarantine_to_system();
+#endif
     for (std::size_t c = 0; c < kFrameClassCount; ++c) {
       free_block* head = cache.head[c];
       const std::uint32_t n = cache.count[c];
@@ -158,7 +185,32 @@ void frame_free_slow(void* p, std::size_t c) {
   poison_cached_block(b, c);
 }
 
+#if defined(TPL_ASAN)
+void frame_free_quarantined(void* p, std::size_t c) noexcept {
+  frame_cache& cache = frame_cache_tls();
+  if (cache.hook_state == 2) {  // thread exit: the quarantine is gone with the cache
+    ::operator delete(p);
+    return;
+  }
+  if (cache.hook_state == 0) install_exit_hook();
+  TPL_POISON(p, frame_class_bytes(c));
+  quarantine& q = t_quarantine;
+  void* oldest = q.block[q.next];
+  const std::size_t oldest_class = q.size_class[q.next];
+  q.block[q.next] = p;
+  q.size_class[q.next] = static_cast<std::uint16_t>(c);
+  q.next = (q.next + 1) % kAsanQuarantineBlocks;
+  if (oldest != nullptr) {
+    TPL_UNPOISON(oldest, frame_class_bytes(oldest_class));
+    frame_free_cached(oldest, oldest_class);
+  }
+}
+#endif
+
 void frame_pool_release_caches_for_testing() noexcept {
+#if defined(TPL_ASAN)
+  release_quarantine_to_system();
+#endif
   frame_cache& cache = frame_cache_tls();
   for (std::size_t c = 0; c < kFrameClassCount; ++c) {
     free_block* head = cache.head[c];

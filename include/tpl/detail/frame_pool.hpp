@@ -8,7 +8,10 @@
 // thread whose list is empty takes a batch from there before it falls back to ::operator new.
 // The transfer list is bounded too; overflow goes back to ::operator delete.
 //
-// Under AddressSanitizer, cached blocks are poisoned so that a use after free is still reported.
+// Under AddressSanitizer, cached blocks are poisoned, and a freed block first waits, poisoned, in
+// a per-thread quarantine of kAsanQuarantineBlocks blocks before it joins the cache: the next
+// frame of its class gets another block, so a use after free (a frame, a channel's core) touches
+// poisoned memory and is reported instead of reading the next owner's data.
 #pragma once
 
 #include <cstddef>
@@ -73,6 +76,11 @@ inline void unpoison_cached_block(void* b, std::size_t c) noexcept {
 
 void* frame_alloc_slow(std::size_t size_class);
 void frame_free_slow(void* p, std::size_t size_class);
+#if defined(TPL_ASAN)
+inline constexpr std::size_t kAsanQuarantineBlocks = 1024;
+/// Puts p in the calling thread's quarantine; the block that falls out of it goes to the cache.
+void frame_free_quarantined(void* p, std::size_t size_class) noexcept;
+#endif
 
 inline std::size_t frame_class_of(std::size_t bytes) noexcept {
   return bytes <= kSmallestFrameClassBytes
@@ -94,12 +102,8 @@ inline void* frame_alloc(std::size_t bytes) {
   return frame_alloc_slow(c);
 }
 
-inline void frame_free(void* p, std::size_t bytes) noexcept {
-  if (TPL_UNLIKELY(bytes > kMaxPooledFrameBytes || bytes == 0)) {
-    ::operator delete(p);
-    return;
-  }
-  const std::size_t c = frame_class_of(bytes);
+/// Returns p (a block of class c) to the calling thread's cache.
+inline void frame_free_cached(void* p, std::size_t c) noexcept {
   frame_cache& cache = frame_cache_tls();
   if (TPL_LIKELY(cache.count[c] < kMaxCachedFramesPerClass && cache.hook_state == 1)) {
     auto* b = static_cast<free_block*>(p);
@@ -110,6 +114,18 @@ inline void frame_free(void* p, std::size_t bytes) noexcept {
     return;
   }
   frame_free_slow(p, c);
+}
+
+inline void frame_free(void* p, std::size_t bytes) noexcept {
+  if (TPL_UNLIKELY(bytes > kMaxPooledFrameBytes || bytes == 0)) {
+    ::operator delete(p);
+    return;
+  }
+#if defined(TPL_ASAN)
+  frame_free_quarantined(p, frame_class_of(bytes));
+#else
+  frame_free_cached(p, frame_class_of(bytes));
+#endif
 }
 
 /// Statistics for tests and diagnostics: blocks currently cached by the calling thread.
