@@ -689,11 +689,32 @@ TEST(ChannelMisuse, awaiting_an_operation_twice_is_reported) {
   ASSERT_TRUE(ch.writer().try_write(2));
   auto twice = [](tpl::channel_reader<int> r) -> tpl::task<int> {
     auto op = r.read_async();
-    (void)co_await op;
-    co_return co_await op;
+    (void)co_await std::move(op);
+    co_return co_await std::move(op);
   }(ch.reader());
   EXPECT_TRUE(holds<tpl::invalid_operation>(exception_of_await(twice).get()));
   EXPECT_EQ(ch.reader().count(), 1u);
+}
+
+// `auto op = r.read_async(); /* the channel goes */ co_await op;` would touch a destroyed channel:
+// an operation is awaitable only as an rvalue, so that line does not compile.
+template <class A>
+concept awaitable_as_lvalue = requires(A& a) { a.await_ready(); } || requires(A& a) { a.operator co_await(); };
+template <class A>
+concept awaitable_as_rvalue = requires(A&& a) { static_cast<A&&>(a).operator co_await().await_ready(); };
+static_assert(!awaitable_as_lvalue<tpl::channel_read_operation<int>>);
+static_assert(!awaitable_as_lvalue<tpl::channel_write_operation<int>>);
+static_assert(!awaitable_as_lvalue<tpl::channel_wait_to_read_operation<int>>);
+static_assert(awaitable_as_rvalue<tpl::channel_read_operation<int>>);
+static_assert(awaitable_as_rvalue<tpl::channel_write_operation<int>>);
+static_assert(awaitable_as_rvalue<tpl::channel_wait_to_read_operation<int>>);
+
+TEST(ChannelMisuse, an_operation_kept_for_later_as_a_task_fails_when_the_channel_goes) {
+  std::optional<tpl::channel<int>> ch(tpl::make_unbounded_channel<int>());
+  auto t = ch->reader().read_async().as_task();  // started at once, while the channel is alive
+  EXPECT_FALSE(t.is_completed());
+  ch.reset();  // the last handle: the waiting read fails, nothing touches the freed channel later
+  EXPECT_TRUE(holds<tpl::channel_closed>(exception_of_await(t).get()));
 }
 
 TEST(ChannelBadInput, a_negative_capacity_is_rejected) {

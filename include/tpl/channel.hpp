@@ -134,7 +134,11 @@ class channel_handle {
 
 /// One channel operation (read_async, next_async, write_async, wait_to_read_async,
 /// wait_to_write_async): an awaitable that starts when awaited, may be awaited once, and needs no
-/// allocation. The channel must be alive when it is awaited (it does not hold the channel).
+/// allocation. It is awaited where it is made, `co_await r.read_async()`: it does not hold the
+/// channel, so `co_await` takes it only as an rvalue, and `auto op = r.read_async(); co_await op;`
+/// does not compile (the channel could be gone by then). To keep an operation for later, make it a
+/// task (`as_task()`, which starts it at once); `co_await std::move(op)` states that the channel
+/// is still alive.
 template <class T, detail::channel_op Op>
 class [[nodiscard]] channel_operation
     : private std::conditional_t<detail::channel_op_carries_item<Op>, detail::channel_item_node<T>,
@@ -166,7 +170,31 @@ class [[nodiscard]] channel_operation
   channel_operation& operator=(channel_operation&&) = delete;
   ~channel_operation() = default;
 
-  bool await_ready() {
+  /// What `co_await` uses: it refers to the operation, which the awaiting coroutine's frame keeps
+  /// (as the full-expression's temporary, or the variable named in std::move) until it resumes.
+  class awaiter {
+   public:
+    explicit awaiter(channel_operation& op) noexcept : op_(op) {}
+    bool await_ready() { return op_.ready(); }
+    bool await_suspend(std::coroutine_handle<> h) { return op_.suspend(h); }
+    result_type await_resume() { return op_.resume(); }
+
+   private:
+    channel_operation& op_;
+  };
+  /// Rvalues only: see the class comment.
+  awaiter operator co_await() && noexcept { return awaiter(*this); }
+
+  /// Runs the operation as a task (one coroutine frame): for when_any, continue_with, blocking
+  /// waits, or to await it later. The task starts the operation at once (tasks start hot), so it
+  /// is made while the channel is alive; a waiting operation still fails with channel_closed when
+  /// the channel's last handle goes.
+  task<result_type> as_task() && { return run_as_task(std::move(*this)); }
+
+ private:
+  static task<result_type> run_as_task(channel_operation op) { co_return co_await std::move(op); }
+
+  bool ready() {
     if (TPL_UNLIKELY(core_ == nullptr || this->state != detail::channel_node_state::idle))
       detail::throw_channel_misuse("tpl: a channel operation may be awaited once");
     const bool cancelable = this->token.can_be_canceled();
@@ -197,7 +225,7 @@ class [[nodiscard]] channel_operation
     return core_->start(Op, *this, false);
   }
 
-  bool await_suspend(std::coroutine_handle<> h) {
+  bool suspend(std::coroutine_handle<> h) {
     if (this->state == detail::channel_node_state::resolved) {
       detail::dispatch_after_others(h);  // written, and yielding (see await_ready)
       return true;
@@ -212,7 +240,7 @@ class [[nodiscard]] channel_operation
     return !core_->start(Op, *this, true);
   }
 
-  result_type await_resume() {
+  result_type resume() {
     // Waits for our token callback if it is still running elsewhere (it found us decided).
     this->reset_registration();
     switch (this->outcome) {
@@ -247,12 +275,6 @@ class [[nodiscard]] channel_operation
       return true;
     }
   }
-
-  /// Runs the operation as a task (one coroutine frame): for when_any, continue_with, wait().
-  task<result_type> as_task() && { return run_as_task(std::move(*this)); }
-
- private:
-  static task<result_type> run_as_task(channel_operation op) { co_return co_await op; }
 
   /// The busy case: an item or room is there and nobody waits (see channel_core's fast paths).
   bool try_fast() {
