@@ -409,11 +409,26 @@ TEST(spin_wait, the_pause_cost_is_measured_and_measured_again) {
 }
 
 TEST(spin_wait, spin_until_returns_once_the_condition_holds) {
+  // The setter waits until the condition has been found false once, so spin_until must spin and
+  // look again; it must return at the first true and not before.
   std::atomic<bool> flag{false};
-  std::thread setter([&] { flag = true; });
-  tpl::spin_wait::spin_until([&] { return flag.load(); });
+  std::atomic<int> false_evaluations{0};
+  int true_evaluations = 0;  // only the spinning thread touches it
+  std::thread setter([&] {
+    while (false_evaluations.load() == 0) std::this_thread::yield();
+    flag = true;
+  });
+  tpl::spin_wait::spin_until([&] {
+    if (flag.load()) {
+      ++true_evaluations;
+      return true;
+    }
+    false_evaluations.fetch_add(1);
+    return false;
+  });
   setter.join();
-  SUCCEED();
+  EXPECT_GE(false_evaluations.load(), 1);
+  EXPECT_EQ(true_evaluations, 1);
 }
 
 TEST(spin_lock, protects_a_counter) {

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <coroutine>
@@ -159,6 +160,22 @@ template <class T>
 std::uint32_t ref_count(const tpl::task<T>& t) {
   return tpl::detail::task_access::state(t)->ref_count_for_tests();
 }
+
+/// A value that counts its live instances, one count per Tag: a test that hands such values to
+/// the library proves it destroyed every one (a leak shows as a count above zero once all
+/// handles are gone).
+template <class Tag>
+class counted {
+ public:
+  counted() noexcept { live_.fetch_add(1); }
+  counted(const counted&) noexcept { live_.fetch_add(1); }
+  counted& operator=(const counted&) noexcept = default;
+  ~counted() { live_.fetch_sub(1); }
+  static int live() noexcept { return live_.load(); }
+
+ private:
+  static inline std::atomic<int> live_{0};
+};
 
 /// Records entries from any thread, in the order they were added.
 template <class T>
