@@ -1,7 +1,9 @@
 // tests/test_support.hpp — small helpers shared by the tpl unit tests.
 //
-// Nothing here sleeps or measures time: tests sequence threads with task_completion_source,
-// std::latch and by waiting on the tasks themselves.
+// Tests sequence threads with task_completion_source, std::latch, by waiting on the tasks
+// themselves, and, where one thread must have come to wait inside the library before another acts,
+// by polling what the library shows of its wait queues (tpl/testing/wait_queues.hpp) with
+// wait_until. Nothing here sleeps to let something happen; the clock serves only as a hang bound.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -60,6 +62,33 @@ void expect_passes_in_a_child_process(Scenario scenario,
         std::exit(ok ? 0 : 1);
       },
       ::testing::ExitedWithCode(0), "");
+}
+
+/// How long wait_until polls before it gives up: a hang bound far above what any handshake needs
+/// (and below the per-test hang guard's limit, so the failure names what never happened).
+inline constexpr std::chrono::seconds kHandshakeLimit{60};
+
+/// Polls `condition` (yielding, then sleeping a millisecond between looks) until it holds, for a
+/// handshake with another thread: "the reader is queued", "the writer is waiting". Returns true
+/// once it holds; if it still does not after `limit`, fails the current test with `what` and
+/// returns false, so that the caller can release whatever still waits and stop. Never a timing
+/// assertion: the limit only turns a hang into a failure that says what did not happen.
+template <class Condition>
+[[nodiscard]] bool wait_until(Condition condition, const char* what, std::chrono::seconds limit = kHandshakeLimit) {
+  constexpr int kYieldsBeforeSleeping = 1000;
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  for (int look = 0; !condition(); ++look) {
+    if (look < kYieldsBeforeSleeping) {
+      std::this_thread::yield();
+      continue;
+    }
+    if (std::chrono::steady_clock::now() > deadline) {
+      ADD_FAILURE() << "still not the case after " << limit.count() << " s: " << what;
+      return false;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return true;
 }
 
 /// For scenarios run by expect_passes_in_a_child_process: reports a failed check on stderr.
