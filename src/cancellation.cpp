@@ -6,6 +6,7 @@
 // which thread; unregistering a node that is running on another thread waits on a futex word that
 // cancel() bumps after each callback.
 #include <atomic>
+#include <cstddef>
 #include <exception>
 #include <thread>
 #include <vector>
@@ -15,6 +16,7 @@
 #include "tpl/detail/short_lock.hpp"
 #include "tpl/detail/trampoline.hpp"
 #include "tpl/task_completion_source.hpp"
+#include "tpl/testing/wait_queues.hpp"
 #include "tpl/time_provider.hpp"
 
 namespace tpl::detail {
@@ -239,3 +241,14 @@ task<> when_cancelled(const cancellation_token& token) {
 }
 
 }  // namespace tpl
+
+namespace tpl::testing {
+
+std::size_t threads_waiting_for_running_callback(const cancellation_token& token) noexcept {
+  const detail::cancellation_state* s = token.state_for_tpl_internal();
+  // relaxed: a count a test polls to learn that a thread came this far; it publishes nothing the
+  // test then reads (the callback's effects reach the waiter through callbacks_done).
+  return s == nullptr ? 0 : s->waiters.load(std::memory_order_relaxed);
+}
+
+}  // namespace tpl::testing

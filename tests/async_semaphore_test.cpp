@@ -1,11 +1,11 @@
 // async_semaphore: a counting semaphore with asynchronous and blocking waits (.NET SemaphoreSlim).
-// Timed waits are specified with fake time; blocking waits are sequenced with latches, never sleeps.
+// Timed waits are specified with fake time; blocking waits are sequenced with the semaphore's queue
+// (tpl/testing/wait_queues.hpp: a test acts once the waits it is about are queued), never sleeps.
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <chrono>
 #include <cstdint>
-#include <latch>
 #include <limits>
 #include <memory>
 #include <mutex>
@@ -15,6 +15,7 @@
 #include <vector>
 
 #include <tpl/testing/fake_time_provider.hpp>
+#include <tpl/testing/wait_queues.hpp>
 #include <tpl/tpl.hpp>
 
 #include "test_support.hpp"
@@ -362,18 +363,16 @@ TEST(async_semaphore, zero_timeout_blocking_wait_reports_whether_a_count_was_fre
 TEST(async_semaphore, blocking_waits_on_several_threads_are_released_from_another) {
   constexpr int n = 4;
   tpl::async_semaphore sem(0);
-  std::latch about_to_wait(n);
   std::atomic<int> acquired{0};
   std::vector<std::thread> waiters;
   for (int i = 0; i < n; ++i) {
     waiters.emplace_back([&] {
-      about_to_wait.count_down();
       sem.wait();
       acquired.fetch_add(1);
     });
   }
   std::thread releaser([&] {
-    about_to_wait.wait();
+    (void)tpl_test::wait_until([&] { return tpl::testing::queued_waiters(sem) == n; }, "every wait blocked");
     sem.release(n);
   });
   releaser.join();
@@ -393,7 +392,14 @@ TEST(async_semaphore, blocking_waits_released_one_at_a_time_all_return) {
       acquired.fetch_add(1);
     });
   }
-  for (int i = 0; i < n; ++i) sem.release();
+  (void)tpl_test::wait_until([&] { return tpl::testing::queued_waiters(sem) == n; }, "every wait blocked");
+  EXPECT_EQ(acquired.load(), 0);
+  for (int i = 0; i < n; ++i) {
+    sem.release();
+    // One release, one waiter: exactly one more returns, the others stay queued.
+    (void)tpl_test::wait_until([&] { return acquired.load() == i + 1; }, "the release woke a waiter");
+    EXPECT_EQ(tpl::testing::queued_waiters(sem), static_cast<std::size_t>(n - i - 1));
+  }
   for (auto& t : waiters) t.join();
   EXPECT_EQ(acquired.load(), n);
   EXPECT_EQ(sem.current_count(), 0);
@@ -454,6 +460,7 @@ TEST(async_semaphore, blocking_wait_with_a_timeout_returns_true_when_released) {
   tpl::async_semaphore sem(0);
   std::atomic<bool> result{false};
   std::thread waiter([&] { result.store(sem.wait(1h)); });
+  (void)tpl_test::wait_until([&] { return tpl::testing::queued_waiters(sem) == 1; }, "the wait blocked");
   sem.release();
   waiter.join();
   EXPECT_TRUE(result.load());
@@ -465,20 +472,22 @@ TEST(async_semaphore, blocking_wait_with_a_timeout_beyond_the_clocks_range_does_
   // Undefined behaviour in the buggy case, which UBSan aborts on: child process.
   tpl_test::expect_passes_in_a_child_process([] {
     tpl::async_semaphore sem(0);
-    std::latch about_to_wait(1);
+    std::atomic<bool> wait_returned{false};
     std::thread releaser([&] {
-      about_to_wait.wait();
-      for (int i = 0; i < 1000; ++i) std::this_thread::yield();  // usually lets the waiter block first
+      // Released only once the wait is queued (or has returned: a wait that gave up at once).
+      (void)tpl_test::wait_until(
+          [&] { return tpl::testing::queued_waiters(sem) == 1 || wait_returned.load(); }, "the wait blocked");
       sem.release();
     });
     bool result = false;
     try {
-      about_to_wait.count_down();
       result = sem.wait(std::chrono::nanoseconds::max());
     } catch (const std::invalid_argument&) {
+      wait_returned.store(true);
       releaser.join();
       return true;  // rejecting the timeout is right too
     }
+    wait_returned.store(true);
     releaser.join();
     return tpl_test::check(result, "wait(nanoseconds::max()) gave up before the release");
   });
@@ -501,22 +510,36 @@ TEST(async_semaphore, blocking_wait_on_a_pool_thread_is_counted_in_the_pools_blo
 }
 
 TEST(async_semaphore, blocking_and_async_waiters_share_one_queue) {
-  // A blocking waiter queued first is served before async waiters queued after it. The blocking
-  // waiter's position is not observable without timing, so only the total is checked: one release
-  // per waiter wakes every one of them.
+  // A blocking waiter queued first is served before the async waiters queued after it, and they
+  // in their order: one release at a time, each goes to the oldest waiter.
   tpl::async_semaphore sem(0);
-  std::latch about_to_wait(1);
+  std::atomic<bool> blocked_wait_returned{false};
   std::thread blocked([&] {
-    about_to_wait.count_down();
     sem.wait();
+    blocked_wait_returned.store(true);
   });
-  about_to_wait.wait();
+  (void)tpl_test::wait_until([&] { return tpl::testing::queued_waiters(sem) == 1; }, "the blocking wait queued");
   auto a = sem.wait_async();
   auto b = sem.wait_async();
-  sem.release(3);
+  EXPECT_EQ(tpl::testing::queued_waiters(sem), 3u);
+
+  sem.release();
+  (void)tpl_test::wait_until([&] { return blocked_wait_returned.load() || a.is_completed() || b.is_completed(); },
+                             "the first release granted a waiter");
+  EXPECT_TRUE(blocked_wait_returned.load()) << "the blocking waiter, queued first, was not served first";
+  EXPECT_FALSE(a.is_completed());
+  EXPECT_FALSE(b.is_completed());
+
+  sem.release();
+  a.wait();
+  EXPECT_FALSE(b.is_completed());
+  sem.release();
+  b.wait();
   blocked.join();
-  tpl::when_all(a, b).wait();
+  EXPECT_TRUE(a.is_completed_successfully());
+  EXPECT_TRUE(b.is_completed_successfully());
   EXPECT_EQ(sem.current_count(), 0);
+  EXPECT_EQ(tpl::testing::queued_waiters(sem), 0u);
 }
 
 // ---- usage patterns -----------------------------------------------------------------------------

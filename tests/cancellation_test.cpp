@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include <tpl/testing/wait_queues.hpp>
 #include <tpl/tpl.hpp>
 
 #include "test_support.hpp"
@@ -504,10 +505,20 @@ TEST(cancellation, reset_from_another_thread_waits_for_the_running_callback) {
     std::atomic<bool> started{false};
     std::atomic<bool> about_to_reset{false};
     std::atomic<bool> finished{false};
-    auto reg = cts.token().register_callback([&] {
+    const tpl::cancellation_token token = cts.token();
+    auto reg = token.register_callback([&] {
       started.store(true, std::memory_order_release);
       spin_until(about_to_reset);
-      let_others_run(r % 8);  // widen the window in which reset() is already waiting
+      // Even rounds: return only once reset() is waiting for this callback, the window the test
+      // is about. Odd rounds: return after a few yields, racing reset()'s arrival (it may find the
+      // callback still running and wait, or find it finished).
+      if (r % 2 == 0) {
+        (void)tpl_test::wait_until(
+            [&] { return tpl::testing::threads_waiting_for_running_callback(token) == 1; },
+            "reset() waits for the running callback");
+      } else {
+        let_others_run(r % 8);
+      }
       finished.store(true, std::memory_order_release);
     });
 
@@ -526,10 +537,13 @@ TEST(cancellation, destroying_the_registration_from_another_thread_waits_for_the
   std::atomic<bool> started{false};
   std::atomic<bool> about_to_destroy{false};
   std::atomic<bool> finished{false};
-  std::optional<tpl::cancellation_registration> reg(cts.token().register_callback([&] {
+  const tpl::cancellation_token token = cts.token();
+  std::optional<tpl::cancellation_registration> reg(token.register_callback([&] {
     started.store(true, std::memory_order_release);
     spin_until(about_to_destroy);
-    let_others_run(16);
+    // Return only once the destructor is waiting for this callback (the window the test is about).
+    (void)tpl_test::wait_until([&] { return tpl::testing::threads_waiting_for_running_callback(token) == 1; },
+                               "the registration's destructor waits for the running callback");
     finished.store(true, std::memory_order_release);
   }));
 

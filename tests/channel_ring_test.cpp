@@ -18,6 +18,7 @@
 #include <vector>
 
 #include <tpl/channel.hpp>
+#include <tpl/testing/wait_queues.hpp>
 #include <tpl/tpl.hpp>
 
 #include "channel_test_support.hpp"
@@ -233,29 +234,28 @@ struct held_item {
 };
 
 /// The other side runs on held_side and is held inside its window (hold). Runs wait_op on its own
-/// thread, lets it come to wait, releases the other side, and expects wait_op to complete. A
-/// waiter left waiting would never be served: after a generous guard the test fails instead of
-/// hanging, and unstick() releases the waiter.
-template <class WaitOp, class Unstick>
-void expect_the_waiter_completes(held_move& hold, std::thread& held_side, WaitOp wait_op, Unstick unstick) {
+/// thread, waits until `queued()` (the channel's queued operations on the waiter's side) shows it
+/// has come to wait, releases the other side, and expects wait_op to complete. A waiter left
+/// waiting would never be served: after a generous bound the test fails instead of hanging, and
+/// unstick() releases the waiter.
+template <class WaitOp, class Queued, class Unstick>
+void expect_the_waiter_completes(held_move& hold, std::thread& held_side, WaitOp wait_op, Queued queued,
+                                 Unstick unstick) {
   while (!hold.inside.load()) std::this_thread::yield();
   // The other side has claimed its slot and found nobody waiting. The waiter's call does not
   // return while the claim is unfinished, so it runs on a thread of its own.
-  std::atomic<bool> called{false};
   std::atomic<bool> done{false};
   std::thread waiter([&] {
-    called.store(true);
     wait_op();
     done.store(true);
   });
-  while (!called.load()) std::this_thread::yield();
-  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // let it come to wait (not a timing assertion)
+  // It watches the claimed slot for a bounded time, then queues: the window this test is about.
+  (void)tpl_test::wait_until([&] { return queued() == 1; }, "the waiting operation queued in the channel");
   EXPECT_FALSE(done.load());
   hold.release.store(true);
   held_side.join();
-  for (int i = 0; i < 30000 && !done.load(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  EXPECT_TRUE(done.load()) << "the waiter was left waiting for what is in the channel";
-  if (!done.load()) unstick();
+  if (!tpl_test::wait_until([&] { return done.load(); }, "the waiter was left waiting for what is in the channel"))
+    unstick();
   waiter.join();
 }
 
@@ -272,7 +272,8 @@ void reader_comes_to_wait_inside_the_window(Wait wait) {
   int got = -1;
   // Completing releases a reader left waiting (a queued read fails or gets the item).
   expect_the_waiter_completes(
-      hold, writer, [&, r = ch.reader()] { got = wait(r); }, [&] { ch.writer().complete(); });
+      hold, writer, [&, r = ch.reader()] { got = wait(r); },
+      [r = ch.reader()] { return tpl::testing::queued_waiters(r); }, [&] { ch.writer().complete(); });
   EXPECT_EQ(got, 7);
 }
 
@@ -316,7 +317,7 @@ TEST(ChannelRing, a_write_that_comes_to_wait_while_a_read_is_claimed_but_unfreed
         } catch (const tpl::channel_closed&) {
         }
       },
-      [&] { ch.writer().complete(); });
+      [wr = ch.writer()] { return tpl::testing::queued_waiters(wr); }, [&] { ch.writer().complete(); });
   std::vector<int> rest;
   while (auto v = ch.reader().try_read()) rest.push_back(v->value);
   EXPECT_EQ(rest, iota(1, 5));
@@ -349,8 +350,7 @@ TEST(ChannelRing, a_write_retrying_on_a_claimed_slot_is_not_left_waiting_when_th
     for (int spin = 0; spin < (round * 37) % 2000; ++spin) TPL_CPU_RELAX();
     hold.release.store(true);
     reader.join();
-    for (int i = 0; i < 10000 && !done.load(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    const bool completed = done.load();
+    const bool completed = tpl_test::wait_until([&] { return done.load(); }, "the write completed");
     if (!completed) ch.writer().complete();  // unsticks the waiter
     waiter.join();
     ASSERT_TRUE(completed) << "round " << round << ": the write was left waiting for room that is there";

@@ -342,34 +342,40 @@ TEST(parallel_for_async, default_degree_is_the_number_of_cores) {
   EXPECT_LE(meter.peak.load(), static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
 }
 
-TEST(parallel_for_async, the_degree_is_reached_when_bodies_wait) {
-  // 6 bodies with degree 6 all suspend on one event that only opens once all 6 are in flight: the
-  // loop must have 6 in flight at once (it would hang below that).
-  constexpr int d = 6;
-  tpl::async_countdown_event arrived(d);
+/// Runs `n` bodies of for_async(0, n) with `options`, each suspended on one event that opens only
+/// once all `n` have arrived, and checks that all `n` were in flight at once (below that the loop
+/// would never open the event: the test's hang guard names it), that every index ran exactly once
+/// and that the loop completed successfully.
+void expect_all_bodies_in_flight_at_once(int n, const tpl::parallel_options& options) {
+  std::vector<std::atomic<int>> runs(static_cast<std::size_t>(n));
+  concurrency_meter waiting;
+  tpl::async_countdown_event arrived(n);
   tpl::async_manual_reset_event go;
-  auto loop = tpl::parallel::for_async(0, d, [&](int, const tpl::cancellation_token&) -> tpl::task<> {
+  auto loop = tpl::parallel::for_async(0, n, [&](int i, const tpl::cancellation_token&) -> tpl::task<> {
+    runs[static_cast<std::size_t>(i)].fetch_add(1);
+    waiting.enter();
     arrived.signal();
     co_await go.wait_async();
-  }, degree(d));
+    waiting.leave();
+  }, options);
   tpl::sync_wait(arrived.wait_async());
+  // Every body has arrived and none can leave before go opens: all n are in flight now.
+  EXPECT_EQ(waiting.now.load(), n);
+  EXPECT_FALSE(loop.is_completed());
   go.set();
   loop.wait();
-  SUCCEED();
+  EXPECT_TRUE(loop.is_completed_successfully());
+  EXPECT_EQ(waiting.now.load(), 0);
+  EXPECT_EQ(waiting.peak.load(), n);
+  for (int i = 0; i < n; ++i) EXPECT_EQ(runs[static_cast<std::size_t>(i)].load(), 1) << "index " << i;
+}
+
+TEST(parallel_for_async, the_degree_is_reached_when_bodies_wait) {
+  expect_all_bodies_in_flight_at_once(6, degree(6));
 }
 
 TEST(parallel_for_async, unlimited_degree_puts_every_waiting_body_in_flight) {
-  const int n = 40;
-  tpl::async_countdown_event arrived(n);
-  tpl::async_manual_reset_event go;
-  auto loop = tpl::parallel::for_async(0, n, [&](int, const tpl::cancellation_token&) -> tpl::task<> {
-    arrived.signal();
-    co_await go.wait_async();
-  }, degree(-1));
-  tpl::sync_wait(arrived.wait_async());
-  go.set();
-  loop.wait();
-  SUCCEED();
+  expect_all_bodies_in_flight_at_once(40, degree(-1));
 }
 
 TEST(parallel_for_async, a_negative_degree_other_than_minus_one_throws_at_once) {

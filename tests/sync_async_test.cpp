@@ -205,10 +205,12 @@ TEST(async_manual_reset_event, destroying_with_waiters_fails_them) {
 TEST(async_manual_reset_event, set_from_another_thread_wakes_a_waiter) {
   tpl::async_manual_reset_event e;
   auto t = e.wait_async();
+  ASSERT_FALSE(t.is_completed());  // queued as a waiter before the setter exists
   std::thread setter([&] { e.set(); });
   t.wait();
   setter.join();
-  SUCCEED();
+  EXPECT_TRUE(t.is_completed_successfully());
+  EXPECT_TRUE(e.is_set());
 }
 
 // ---- async_auto_reset_event ------------------------------------------------------------------------

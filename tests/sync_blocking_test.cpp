@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include <tpl/testing/wait_queues.hpp>
 #include <tpl/tpl.hpp>
 
 #include "test_support.hpp"
@@ -168,6 +169,9 @@ TEST(manual_reset_event_slim, set_wakes_every_blocked_thread) {
     e.wait();
     woke++;
   });
+  // Past their spinning, all three are queued to be woken (else set() would find some spinning).
+  (void)tpl_test::wait_until([&] { return tpl::testing::queued_waiters(e) == 3; }, "three threads blocked in wait()");
+  EXPECT_EQ(woke.load(), 0);
   e.set();
   for (auto& t : ts) t.join();
   EXPECT_EQ(woke.load(), 3);
@@ -192,9 +196,12 @@ TEST(manual_reset_event_slim, cancellation_wakes_a_blocked_wait) {
       threw = true;
     }
   });
+  // Blocked, not merely about to look at the token (which would throw without ever blocking).
+  (void)tpl_test::wait_until([&] { return tpl::testing::queued_waiters(e) == 1; }, "the wait blocked");
   cts.cancel();
   waiter.join();
   EXPECT_TRUE(threw.load());
+  EXPECT_EQ(tpl::testing::queued_waiters(e), 0u);  // the canceled wait left the queue
 }
 
 TEST(manual_reset_event_slim, bad_arguments_are_errors) {
@@ -409,11 +416,26 @@ TEST(spin_wait, the_pause_cost_is_measured_and_measured_again) {
 }
 
 TEST(spin_wait, spin_until_returns_once_the_condition_holds) {
+  // The setter waits until the condition has been found false once, so spin_until must spin and
+  // look again; it must return at the first true and not before.
   std::atomic<bool> flag{false};
-  std::thread setter([&] { flag = true; });
-  tpl::spin_wait::spin_until([&] { return flag.load(); });
+  std::atomic<int> false_evaluations{0};
+  int true_evaluations = 0;  // only the spinning thread touches it
+  std::thread setter([&] {
+    while (false_evaluations.load() == 0) std::this_thread::yield();
+    flag = true;
+  });
+  tpl::spin_wait::spin_until([&] {
+    if (flag.load()) {
+      ++true_evaluations;
+      return true;
+    }
+    false_evaluations.fetch_add(1);
+    return false;
+  });
   setter.join();
-  SUCCEED();
+  EXPECT_GE(false_evaluations.load(), 1);
+  EXPECT_EQ(true_evaluations, 1);
 }
 
 TEST(spin_lock, protects_a_counter) {

@@ -1,11 +1,14 @@
 // tests/test_support.hpp — small helpers shared by the tpl unit tests.
 //
-// Nothing here sleeps or measures time: tests sequence threads with task_completion_source,
-// std::latch and by waiting on the tasks themselves.
+// Tests sequence threads with task_completion_source, std::latch, by waiting on the tasks
+// themselves, and, where one thread must have come to wait inside the library before another acts,
+// by polling what the library shows of its wait queues (tpl/testing/wait_queues.hpp) with
+// wait_until. Nothing here sleeps to let something happen; the clock serves only as a hang bound.
 #pragma once
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <coroutine>
@@ -59,6 +62,33 @@ void expect_passes_in_a_child_process(Scenario scenario,
         std::exit(ok ? 0 : 1);
       },
       ::testing::ExitedWithCode(0), "");
+}
+
+/// How long wait_until polls before it gives up: a hang bound far above what any handshake needs
+/// (and below the per-test hang guard's limit, so the failure names what never happened).
+inline constexpr std::chrono::seconds kHandshakeLimit{60};
+
+/// Polls `condition` (yielding, then sleeping a millisecond between looks) until it holds, for a
+/// handshake with another thread: "the reader is queued", "the writer is waiting". Returns true
+/// once it holds; if it still does not after `limit`, fails the current test with `what` and
+/// returns false, so that the caller can release whatever still waits and stop. Never a timing
+/// assertion: the limit only turns a hang into a failure that says what did not happen.
+template <class Condition>
+[[nodiscard]] bool wait_until(Condition condition, const char* what, std::chrono::seconds limit = kHandshakeLimit) {
+  constexpr int kYieldsBeforeSleeping = 1000;
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  for (int look = 0; !condition(); ++look) {
+    if (look < kYieldsBeforeSleeping) {
+      std::this_thread::yield();
+      continue;
+    }
+    if (std::chrono::steady_clock::now() > deadline) {
+      ADD_FAILURE() << "still not the case after " << limit.count() << " s: " << what;
+      return false;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return true;
 }
 
 /// For scenarios run by expect_passes_in_a_child_process: reports a failed check on stderr.
@@ -159,6 +189,22 @@ template <class T>
 std::uint32_t ref_count(const tpl::task<T>& t) {
   return tpl::detail::task_access::state(t)->ref_count_for_tests();
 }
+
+/// A value that counts its live instances, one count per Tag: a test that hands such values to
+/// the library proves it destroyed every one (a leak shows as a count above zero once all
+/// handles are gone).
+template <class Tag>
+class counted {
+ public:
+  counted() noexcept { live_.fetch_add(1); }
+  counted(const counted&) noexcept { live_.fetch_add(1); }
+  counted& operator=(const counted&) noexcept = default;
+  ~counted() { live_.fetch_sub(1); }
+  static int live() noexcept { return live_.load(); }
+
+ private:
+  static inline std::atomic<int> live_{0};
+};
 
 /// Records entries from any thread, in the order they were added.
 template <class T>

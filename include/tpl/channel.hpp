@@ -485,6 +485,8 @@ struct channel_handle_access {
     h.checked();
     return channel_writer<T>(h);
   }
+  static const channel_core<T>& core(const channel_reader<T>& r) { return r.h_.checked(); }
+  static const channel_core<T>& core(const channel_writer<T>& w) { return w.h_.checked(); }
 };
 
 }  // namespace detail

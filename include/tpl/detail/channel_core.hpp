@@ -188,6 +188,18 @@ class channel_core final {
     if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
   }
 
+  /// Reads (read_async, next_async) and wait_to_read_async operations queued waiting, under the
+  /// lock: for tests, through tpl::testing::queued_waiters (O(their number)).
+  std::size_t queued_reader_operations_for_testing() const noexcept {
+    std::lock_guard g(lock_);
+    return readers_.size() + read_waiters_.size();
+  }
+  /// Writes (write_async) and wait_to_write_async operations queued waiting, as above.
+  std::size_t queued_writer_operations_for_testing() const noexcept {
+    std::lock_guard g(lock_);
+    return writers_.size() + write_waiters_.size();
+  }
+
   channel_settings settings() const noexcept {
     return channel_settings{capacity_, full_mode(), has_mode(kSingleReader), has_mode(kSingleWriter),
                             has_mode(kSynchronous)};

@@ -17,6 +17,7 @@
 #pragma once
 
 #include <coroutine>
+#include <cstddef>
 #include <cstdint>
 #include <exception>
 #include <optional>
@@ -153,6 +154,17 @@ class channel_node_queue {
       if (head_ == n) head_ = n->next;
     }
     n->prev = n->next = nullptr;
+  }
+  /// The nodes queued: O(their number), for tests (tpl/testing/wait_queues.hpp).
+  std::size_t size() const noexcept {
+    const channel_node* p = head_;
+    if (p == nullptr) return 0;
+    std::size_t n = 0;
+    do {
+      ++n;
+      p = p->next;
+    } while (p != head_);
+    return n;
   }
   bool contains(const channel_node* n) const noexcept {
     const channel_node* p = head_;

@@ -33,6 +33,8 @@ class semaphore_full : public invalid_operation {
 };
 
 namespace detail {
+struct wait_queue_probe;  // tpl/testing/wait_queues.hpp
+
 struct semaphore_waiter {
   semaphore_waiter* prev = nullptr;
   semaphore_waiter* next = nullptr;
@@ -79,6 +81,7 @@ class async_semaphore {
   bool take_or_enqueue(detail::semaphore_waiter* w) noexcept;
 
  private:
+  friend struct detail::wait_queue_probe;
   mutable detail::short_lock lock_;
   std::int64_t count_;
   const std::int64_t max_;

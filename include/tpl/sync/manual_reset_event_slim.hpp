@@ -19,6 +19,10 @@
 
 namespace tpl {
 
+namespace detail {
+struct wait_queue_probe;  // tpl/testing/wait_queues.hpp
+}  // namespace detail
+
 class manual_reset_event_slim final : private detail::sync_waitable {
  public:
   /// spin_count: spin_wait steps tried before blocking (.NET SpinCount; 0 on a single core).
@@ -40,6 +44,7 @@ class manual_reset_event_slim final : private detail::sync_waitable {
   void wait(const cancellation_token& token) { (void)wait(std::chrono::nanoseconds(infinite_timeout), token); }
 
  private:
+  friend struct detail::wait_queue_probe;
   bool try_unlink(detail::sync_waiter* w) noexcept override;
 
   mutable detail::short_lock lock_;

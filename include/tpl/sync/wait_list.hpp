@@ -22,6 +22,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <exception>
 #include <type_traits>
@@ -64,6 +65,12 @@ class sync_wait_list {
   }
   /// Unlinks every waiter and returns them as a chain through `next`, oldest first.
   sync_waiter* take_all() noexcept;
+  /// The waiters queued: O(their number), for tests (tpl/testing/wait_queues.hpp).
+  std::size_t size() const noexcept {
+    std::size_t n = 0;
+    for (const sync_waiter* w = head_; w != nullptr; w = w->next) ++n;
+    return n;
+  }
 
  private:
   sync_waiter* head_ = nullptr;

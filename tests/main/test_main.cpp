@@ -1,0 +1,42 @@
+// tests/main/test_main.cpp — main() of tpl_tests and tpl_alloc_tests: gtest, with the per-test
+// hang guard (hang_guard.hpp) armed around every test.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <string_view>
+#include <thread>
+
+#include "hang_guard.hpp"
+
+#ifndef TPL_TEST_HANG_SECONDS_DEFAULT
+#error "tests/CMakeLists.txt defines TPL_TEST_HANG_SECONDS_DEFAULT (per build configuration)"
+#endif
+
+namespace {
+
+/// Registered only when TPL_TEST_HANG_GUARD_SELFTEST=1 (ctest's tpl_hang_guard_fires): a test that
+/// never ends, so that the guard must end the process and name it.
+class never_ends final : public ::testing::Test {
+ public:
+  void TestBody() override {
+    for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
+  }
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  if (const char* selftest = std::getenv("TPL_TEST_HANG_GUARD_SELFTEST");
+      selftest != nullptr && std::string_view(selftest) == "1") {
+    ::testing::RegisterTest("hang_guard_selftest", "a_test_that_never_ends", nullptr, nullptr, __FILE__, __LINE__,
+                            []() -> ::testing::Test* { return new never_ends; });
+  }
+  const auto limit = tpl_test::hang_limit_from_environment(std::chrono::seconds(TPL_TEST_HANG_SECONDS_DEFAULT));
+  if (!limit) return 2;
+  tpl_test::install_hang_guard(*limit);
+  const int status = RUN_ALL_TESTS();
+  tpl_test::stop_hang_guard();
+  return status;
+}
