@@ -37,3 +37,4 @@
 #include "tpl/sync/reader_writer_lock.hpp"
 #include "tpl/sync/spin_wait.hpp"
 #include "tpl/channel.hpp"
+#include "tpl/async_generator.hpp"
