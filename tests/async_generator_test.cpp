@@ -571,4 +571,76 @@ TEST(AsyncGenerator, many_asynchronous_steps_each_resuming_the_consumer_do_not_g
   });
 }
 
+// ---- channel_reader::read_all_async ------------------------------------------------------------
+
+TEST(ChannelReadAllAsync, yields_every_item_until_the_channel_is_completed_and_drained) {
+  auto ch = tpl::make_unbounded_channel<int>();
+  for (int i = 1; i <= 5; ++i) ASSERT_TRUE(ch.writer().try_write(i));
+  ch.writer().complete();
+  auto items = ch.reader().read_all_async();
+  EXPECT_EQ(collect(items).get(), (std::vector<int>{1, 2, 3, 4, 5}));
+}
+
+TEST(ChannelReadAllAsync, items_written_while_the_consumer_waits_reach_it_in_order) {
+  auto ch = tpl::make_bounded_channel<int>(2);
+  auto items = ch.reader().read_all_async();
+  auto consumer = collect(items);
+  EXPECT_FALSE(consumer.is_completed());
+  tpl::task<> producer = [](tpl::channel_writer<int> w) -> tpl::task<> {
+    for (int i = 0; i < 100; ++i) co_await w.write_async(i);
+    w.complete();
+  }(ch.writer());
+  producer.wait();
+  std::vector<int> got = consumer.get();
+  ASSERT_EQ(got.size(), 100u);
+  for (int i = 0; i < 100; ++i) EXPECT_EQ(got[i], i);
+}
+
+TEST(ChannelReadAllAsync, a_completion_error_is_rethrown_after_the_items) {
+  auto ch = tpl::make_unbounded_channel<int>();
+  ch.writer().try_write(1);
+  ch.writer().try_write(2);
+  ch.writer().complete(std::make_exception_ptr(test_error(9)));
+  auto items = ch.reader().read_all_async();
+  std::exception_ptr error;
+  EXPECT_EQ(collect_until_error(items, error).get(), (std::vector<int>{1, 2}));
+  EXPECT_TRUE(holds<test_error>(error));
+}
+
+TEST(ChannelReadAllAsync, canceling_the_token_ends_a_waiting_next_and_takes_no_item) {
+  for (bool through_with_cancellation : {false, true}) {
+    auto ch = tpl::make_unbounded_channel<int>();
+    tpl::cancellation_token_source cts;
+    tpl::cancellation_token_source other;  // linked with cts's in the second round
+    auto items = through_with_cancellation
+                     ? ch.reader().read_all_async(other.token()).with_cancellation(cts.token())
+                     : ch.reader().read_all_async(cts.token());
+    ch.writer().try_write(1);
+    std::exception_ptr error;
+    auto consumer = collect_until_error(items, error);
+    ASSERT_FALSE(consumer.is_completed());  // has 1, waits for more
+
+    cts.cancel();
+    EXPECT_EQ(consumer.get(), (std::vector<int>{1}));
+    EXPECT_TRUE(holds<tpl::operation_canceled>(error));
+    ch.writer().try_write(2);
+    EXPECT_EQ(ch.reader().try_read(), std::optional<int>(2));  // the canceled wait took nothing
+  }
+}
+
+TEST(ChannelReadAllAsync, move_only_items_are_moved_through) {
+  auto ch = tpl::make_unbounded_channel<std::unique_ptr<int>>();
+  ch.writer().try_write(std::make_unique<int>(4));
+  ch.writer().complete();
+  auto items = ch.reader().read_all_async();
+  auto got = collect(items).get();
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(*got[0], 4);
+}
+
+TEST(ChannelReadAllAsync, on_an_empty_reader_handle_throws_invalid_operation) {
+  tpl::channel_reader<int> empty;
+  EXPECT_THROW((void)empty.read_all_async(), tpl::invalid_operation);
+}
+
 }  // namespace
