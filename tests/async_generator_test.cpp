@@ -643,4 +643,101 @@ TEST(ChannelReadAllAsync, on_an_empty_reader_handle_throws_invalid_operation) {
   EXPECT_THROW((void)empty.read_all_async(), tpl::invalid_operation);
 }
 
+// ---- when_each ---------------------------------------------------------------------------------
+
+tpl::task<std::vector<int>> results_in_order(async_generator<tpl::task<int>>& gen) {
+  std::vector<int> results;
+  while (tpl::task<int>* t = co_await gen.next()) {
+    if (!t->is_completed()) co_return {};  // when_each must yield completed tasks only
+    results.push_back(co_await *t);
+  }
+  co_return results;
+}
+
+TEST(WhenEach, yields_the_tasks_in_the_order_they_complete) {
+  tpl::task_completion_source<int> a;
+  tpl::task_completion_source<int> b;
+  tpl::task_completion_source<int> c;
+  auto gen = tpl::when_each(a.get_task(), b.get_task(), c.get_task());
+  auto consumer = results_in_order(gen);
+  EXPECT_FALSE(consumer.is_completed());
+  c.set_result(3);
+  a.set_result(1);
+  b.set_result(2);
+  EXPECT_EQ(consumer.get(), (std::vector<int>{3, 1, 2}));
+}
+
+TEST(WhenEach, tasks_completed_before_the_call_come_first_in_argument_order) {
+  tpl::task_completion_source<int> pending;
+  std::vector<tpl::task<int>> tasks{pending.get_task(), tpl::task_from_result(10), tpl::task_from_result(20)};
+  auto gen = tpl::when_each(tasks);
+  pending.set_result(0);  // completes after the call: last
+  EXPECT_EQ(results_in_order(gen).get(), (std::vector<int>{10, 20, 0}));
+}
+
+tpl::task<std::vector<tpl::task_status>> statuses(async_generator<tpl::task<int>> gen) {
+  std::vector<tpl::task_status> seen;
+  while (tpl::task<int>* t = co_await gen.next()) seen.push_back(t->status());
+  co_return seen;
+}
+
+TEST(WhenEach, faulted_and_canceled_tasks_are_yielded_not_thrown) {
+  tpl::task_completion_source<int> faulted;
+  tpl::task_completion_source<int> canceled;
+  tpl::task<std::vector<tpl::task_status>> consumer =
+      statuses(tpl::when_each(std::vector{faulted.get_task(), canceled.get_task()}));
+  canceled.set_canceled();
+  faulted.set_exception(std::make_exception_ptr(test_error(1)));
+  EXPECT_EQ(consumer.get(),
+            (std::vector<tpl::task_status>{tpl::task_status::canceled, tpl::task_status::faulted}));
+}
+
+TEST(WhenEach, an_empty_range_gives_an_empty_sequence) {
+  auto gen = tpl::when_each(std::vector<tpl::task<int>>{});
+  EXPECT_TRUE(results_in_order(gen).get().empty());
+}
+
+TEST(WhenEach, an_empty_task_handle_throws_invalid_operation_in_the_call) {
+  EXPECT_THROW((void)tpl::when_each(tpl::task_from_result(1), tpl::task<int>{}), tpl::invalid_operation);
+  EXPECT_THROW((void)tpl::when_each(std::vector<tpl::task<int>>(2)), tpl::invalid_operation);
+}
+
+TEST(WhenEach, with_cancellation_ends_a_waiting_next_with_operation_canceled) {
+  tpl::task_completion_source<int> never;
+  tpl::cancellation_token_source cts;
+  auto gen = tpl::when_each(std::vector{tpl::task_from_result(1), never.get_task()}).with_cancellation(cts.token());
+  std::exception_ptr error;
+  auto consumer = collect_until_error(gen, error);
+  ASSERT_FALSE(consumer.is_completed());
+  cts.cancel();
+  std::vector<tpl::task<int>> got = consumer.get();
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].get(), 1);
+  EXPECT_TRUE(holds<tpl::operation_canceled>(error));
+  EXPECT_FALSE(never.get_task().is_completed());  // the tasks themselves are not canceled
+}
+
+tpl::task<int> first_result(async_generator<tpl::task<int>>& gen) {
+  tpl::task<int>* t = co_await gen.next();
+  co_return co_await *t;
+}
+
+TEST(WhenEach, stopping_early_takes_the_registrations_back_from_long_lived_tasks) {
+  tpl::task_completion_source<int> long_lived_source;
+  tpl::task<int> long_lived = long_lived_source.get_task();
+  const std::uint32_t baseline_refs = ref_count(long_lived);
+
+  for (int i = 0; i < 1000; ++i) {
+    tpl::task_completion_source<int> tcs;
+    auto gen = tpl::when_each(long_lived, tcs.get_task());
+    tpl::task<int> first = first_result(gen);
+    tcs.set_result(i);
+    ASSERT_EQ(first.get(), i);
+  }  // gen goes here, on this thread, while long_lived is still running
+  // No generator is left: none of them still holds the long-lived task through a registration.
+  EXPECT_EQ(ref_count(long_lived), baseline_refs);
+  long_lived_source.set_result(-1);
+  EXPECT_EQ(long_lived.get(), -1);
+}
+
 }  // namespace

@@ -38,3 +38,4 @@
 #include "tpl/sync/spin_wait.hpp"
 #include "tpl/channel.hpp"
 #include "tpl/async_generator.hpp"
+#include "tpl/when_each.hpp"
