@@ -382,12 +382,11 @@ class [[nodiscard]] async_generator {
     iterator* it_;
   };
 
-  /// An input iterator over the items. `co_await ++it` advances it; `it == gen.end()` after the
-  /// last item. *it is valid until the iterator (or the generator) advances.
+  /// Iterates the items. `co_await ++it` advances it; `it == gen.end()` after the last item. *it
+  /// is valid until the iterator (or the generator) advances. Not a std::input_iterator: ++ gives
+  /// an awaitable.
   class iterator {
    public:
-    using iterator_category = std::input_iterator_tag;
-    using difference_type = std::ptrdiff_t;
     using value_type = async_generator::value_type;
     using reference = T&;
     using pointer = T*;

@@ -392,7 +392,9 @@ class channel_reader {
   static async_generator<T> read_all_async_impl(channel_reader self, cancellation_token token) {
     const detail::generator_cancellation cancellation(
         std::move(token), co_await this_generator::get_cancellation_token());
-    while (co_await self.wait_to_read_async(cancellation.token())) {
+    for (;;) {
+      const bool more = co_await self.wait_to_read_async(cancellation.token());
+      if (!more) co_return;
       for (std::optional<T> item = self.try_read(); item; item = self.try_read())
         co_yield std::move(*item);
     }
