@@ -155,6 +155,27 @@ TEST(AsyncGenerator, each_next_runs_the_body_up_to_its_next_yield_only) {
   EXPECT_EQ(progress, 3);
 }
 
+// docs/async-streams.md's first example, collecting instead of printing.
+async_generator<int> slow_squares(int n) {
+  for (int i = 1; i <= n; ++i) {
+    co_await tpl::yield();
+    co_yield i * i;
+  }
+}
+
+tpl::task<std::vector<int>> consume_squares_both_ways() {
+  std::vector<int> seen;
+  auto squares = slow_squares(4);
+  while (int* sq = co_await squares.next()) seen.push_back(*sq);
+  auto again = slow_squares(3);
+  for (auto it = co_await again.begin(); it != again.end(); co_await ++it) seen.push_back(*it);
+  co_return seen;
+}
+
+TEST(AsyncGenerator, the_example_of_the_docs_yields_the_squares_in_both_forms) {
+  EXPECT_EQ(consume_squares_both_ways().get(), (std::vector<int>{1, 4, 9, 16, 1, 4, 9}));
+}
+
 // ---- what the consumer gets --------------------------------------------------------------------
 
 async_generator<copy_counter> yield_rvalue_and_lvalue(int* copies, const copy_counter** rvalue_address) {
