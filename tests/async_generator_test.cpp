@@ -7,9 +7,11 @@
 // task_completion_source and by waiting on the consumer task; nothing sleeps or measures time.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <exception>
 #include <memory>
+#include <numeric>
 #include <string>
 #include <vector>
 
@@ -711,6 +713,20 @@ TEST(WhenEach, faulted_and_canceled_tasks_are_yielded_not_thrown) {
   faulted.set_exception(std::make_exception_ptr(test_error(1)));
   EXPECT_EQ(consumer.get(),
             (std::vector<tpl::task_status>{tpl::task_status::canceled, tpl::task_status::faulted}));
+}
+
+TEST(WhenEach, tasks_completing_on_pool_threads_during_the_call_are_each_yielded_once) {
+  constexpr int tasks_per_round = 16;
+  for (int round = 0; round < tpl_test::scaled(300, 50); ++round) {
+    std::vector<tpl::task<int>> tasks;
+    for (int i = 0; i < tasks_per_round; ++i) tasks.push_back(tpl::run([i] { return i; }));
+    auto gen = tpl::when_each(tasks);  // races with the completions
+    std::vector<int> results = results_in_order(gen).get();
+    std::sort(results.begin(), results.end());
+    std::vector<int> expected(tasks_per_round);
+    std::iota(expected.begin(), expected.end(), 0);
+    ASSERT_EQ(results, expected) << "round " << round;
+  }
 }
 
 TEST(WhenEach, an_empty_range_gives_an_empty_sequence) {
