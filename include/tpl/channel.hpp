@@ -52,6 +52,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "tpl/async_generator.hpp"
 #include "tpl/cancellation.hpp"
 #include "tpl/detail/channel_core.hpp"
 #include "tpl/scheduler.hpp"
@@ -363,6 +364,20 @@ class channel_reader {
     return read_all_impl(*this, std::move(fn), std::move(token));
   }
 
+  /// The items as an async_generator, until the channel is completed and drained (.NET
+  /// ReadAllAsync):
+  ///   auto items = reader.read_all_async(token);
+  ///   while (T* item = co_await items.next()) use(std::move(*item));
+  /// A completion with an error rethrows it from the next() after the last item. token (and a
+  /// token given with with_cancellation(), linked with it) cancels a wait for an item: that
+  /// next() throws operation_canceled. Items buffered when the token is canceled are still
+  /// delivered; the wait after them is the one that throws. Each item is moved out of the channel
+  /// into the generator's frame; the consumer may move it on.
+  async_generator<T> read_all_async(cancellation_token token = {}) const {
+    h_.checked();
+    return read_all_async_impl(*this, std::move(token));
+  }
+
   /// Items buffered right now (items held by writers blocked on a full or rendezvous channel are
   /// not counted). Every tpl channel can count (.NET: not a single-reader unbounded one).
   std::size_t count() const { return h_.checked().count(); }
@@ -393,6 +408,17 @@ class channel_reader {
           co_await fn(std::move(*item));
         }
       }
+    }
+  }
+
+  static async_generator<T> read_all_async_impl(channel_reader self, cancellation_token token) {
+    const detail::generator_cancellation cancellation(
+        std::move(token), co_await this_generator::get_cancellation_token());
+    for (;;) {
+      const bool more = co_await self.wait_to_read_async(cancellation.token());
+      if (!more) co_return;
+      for (std::optional<T> item = self.try_read(); item; item = self.try_read())
+        co_yield std::move(*item);
     }
   }
 

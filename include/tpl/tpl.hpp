@@ -37,3 +37,5 @@
 #include "tpl/sync/reader_writer_lock.hpp"
 #include "tpl/sync/spin_wait.hpp"
 #include "tpl/channel.hpp"
+#include "tpl/async_generator.hpp"
+#include "tpl/when_each.hpp"
