@@ -256,6 +256,8 @@ class channel_core final {
   /// Writes item (moved from only on success). False if the channel is full (wait mode), for a
   /// rendezvous channel no reader is waiting, or the channel is completed.
   bool try_write(T& item);
+  /// try_write past its lock-free answers (out of line: the fast paths stay small where inlined).
+  bool try_write_locked(T& item);
 
   /// Throws std::bad_alloc, with the channel unchanged, if the block that keeps the error cannot
   /// be allocated.
@@ -307,6 +309,17 @@ class channel_core final {
     return rring()->plainly_empty();
   }
 
+  /// try_write's answer "no room" without the lock, when it is plain: on the ring, nobody
+  /// waiting, not completed, a capacity that is exactly the ring's (no overflow behind it), and
+  /// the ring full. The locked attempt would find the same (write_locked: no reader to hand the
+  /// item to, no room), so a writer that meets a full channel pays no lock to learn it.
+  bool plainly_full_fast() const noexcept {
+    // acquire: as in try_write_fast (a gate without kLockedMode publishes the rings).
+    if (gate_.load(std::memory_order_acquire) != 0) return false;
+    const fast_ring* r = ring();
+    return capacity_ == r->size() && r->plainly_full();
+  }
+
   /// wait_to_read_async / wait_to_write_async without the lock when the answer is plainly yes: an
   /// item (room) is there on the ring and nobody waits.
   bool wait_ready_fast(channel_op op) const noexcept {
@@ -337,6 +350,8 @@ class channel_core final {
 
   /// Takes the oldest item into out. False if none is there (or the channel is done).
   bool try_read(std::optional<T>& out);
+  /// try_read past its lock-free answers (out of line, as try_write_locked).
+  bool try_read_locked(std::optional<T>& out);
 
   template <class F>
   bool peek(F&& copy_out) {

@@ -24,6 +24,12 @@ namespace tpl::detail {
 template <class T>
 inline bool channel_core<T>::try_write(T& item) {
   if (try_write_fast(item)) return true;
+  if (plainly_full_fast()) return false;
+  return try_write_locked(item);
+}
+
+template <class T>
+TPL_NOINLINE bool channel_core<T>::try_write_locked(T& item) {
   channel_wake_list wake;
   std::optional<T> dropped;
   write_result r;
@@ -41,6 +47,11 @@ template <class T>
 inline bool channel_core<T>::try_read(std::optional<T>& out) {
   if (try_read_fast(out)) return true;
   if (plainly_empty_fast()) return false;
+  return try_read_locked(out);
+}
+
+template <class T>
+TPL_NOINLINE bool channel_core<T>::try_read_locked(std::optional<T>& out) {
   channel_wake_list wake;
   bool now_done = false;
   read_result r;
@@ -55,7 +66,7 @@ inline bool channel_core<T>::try_read(std::optional<T>& out) {
 }
 
 template <class T>
-inline bool channel_core<T>::start(channel_op op, channel_node& node, bool may_queue) {
+TPL_NOINLINE bool channel_core<T>::start(channel_op op, channel_node& node, bool may_queue) {
   const bool synchronous = has_mode(kSynchronous);
   int claim_waits = 0;          // times we waited for another thread's claim to finish
   bool queue_anyway = false;    // that thread is slow: queue, and let its second look find us

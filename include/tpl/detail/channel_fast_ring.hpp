@@ -201,6 +201,18 @@ class channel_fast_ring {
     return static_cast<std::int64_t>(seq - (pos + 1)) < 0 && next_.load(std::memory_order_relaxed) == nullptr;
   }
 
+  /// Whether a write would find no room: the slot at the write position still holds the item of
+  /// the previous lap (or a read of it is still in progress: try_push would fail too), and the
+  /// ring still takes writes. A snapshot for a writer outside the channel's lock.
+  bool plainly_full() const noexcept {
+    // relaxed, both: the answer is only a snapshot, and a read that happened before this call is
+    // seen anyway (read coherence). A stale tail finds its slot published or freed for a later
+    // lap (seq at or past pos): not plainly full.
+    const std::uint64_t pos = tail_.load(std::memory_order_relaxed);
+    if ((pos & kClosed) != 0) return false;
+    return static_cast<std::int64_t>(slots_[pos & mask_].seq.load(std::memory_order_relaxed) - pos) < 0;
+  }
+
   /// For a write that just found the ring full: whether that was a slot a reader had claimed
   /// and not freed yet. The count says the ring is not full: such a slot is still being freed,
   /// or has been freed since the write looked (room now; testing has_room() here as well would
