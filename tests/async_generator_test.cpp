@@ -25,6 +25,7 @@ using tpl::async_generator;
 using tpl_test::check;
 using tpl_test::check_eq;
 using tpl_test::expect_passes_in_a_child_process;
+using tpl_test::holds;
 using tpl_test::ref_count;
 using tpl_test::test_error;
 
@@ -83,18 +84,6 @@ tpl::task<std::exception_ptr> error_of_next(async_generator<T>& gen) {
     co_return std::current_exception();
   }
   co_return nullptr;
-}
-
-template <class E>
-bool holds(const std::exception_ptr& e) {
-  if (!e) return false;
-  try {
-    std::rethrow_exception(e);
-  } catch (const E&) {
-    return true;
-  } catch (...) {
-    return false;
-  }
 }
 
 // Counts live instances (constructions of every kind minus destructions).
