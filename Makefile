@@ -1,11 +1,11 @@
 # tpl -- developer / CI entry points (GNU make).
 #
 #   make deps                 install missing Debian packages (apt-get)
-#   make test                 release, debug-asan, tsan, fuzz: configure + build + ctest
+#   make test                 release, debug-asan, tsan, fuzz, libcxx: configure + build + ctest
 #                             (release and debug-asan include a short tpl_soak run; fuzz builds
 #                             only the library and the libFuzzer targets and runs each over its
 #                             corpus plus a bounded number of fuzzing runs)
-#   make test-<preset>        one configuration only (release | debug-asan | tsan | fuzz)
+#   make test-<preset>        one configuration only (release | debug-asan | tsan | fuzz | libcxx)
 #   make soak [SOAK_ITERATIONS=N] [SOAK_ASAN_ITERATIONS=N] [SOAK_SEED=S]
 #                             the long soak: tpl_soak in release (SOAK_ITERATIONS, default 10000:
 #                             a few minutes), then in debug-asan with LeakSanitizer
@@ -26,14 +26,15 @@ SHELL := /bin/bash
 MAKEFLAGS += --no-print-directory
 
 JOBS         ?= 2
-TEST_PRESETS := release debug-asan tsan fuzz
+TEST_PRESETS := release debug-asan tsan fuzz libcxx
 BENCH_PRESET ?= release
 QUICK        ?=
 FILTER       ?=
 
 # Debian packages. libbenchmark-dev is needed by `test` too because the
 # release preset also builds the benchmarks.
-TEST_PKGS  := cmake ninja-build g++ clang-16 libclang-rt-16-dev libgtest-dev python3 libbenchmark-dev
+TEST_PKGS  := cmake ninja-build g++ clang-16 libclang-rt-16-dev libgtest-dev googletest libc++-16-dev libc++abi-16-dev \
+              python3 libbenchmark-dev
 # The bench peers' toolchains from Debian (Go, cargo and the JDKs come with the machine or not;
 # .NET Core comes from PyPI into build/peers/venv). A missing one only skips that peer.
 BENCH_PKGS := $(TEST_PKGS) libasio-dev libtbb-dev mono-mcs python3-venv python3-matplotlib
@@ -45,6 +46,7 @@ ENV_release    :=
 ENV_debug-asan := ASAN_OPTIONS=detect_leaks=1:halt_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 ENV_tsan       := TSAN_OPTIONS='halt_on_error=1 second_deadlock_stack=1'
 ENV_fuzz       := $(ENV_debug-asan)
+ENV_libcxx     :=
 
 SOAK_ITERATIONS      ?= 10000
 SOAK_ASAN_ITERATIONS ?= 300

@@ -207,6 +207,18 @@ void frame_free_quarantined(void* p, std::size_t c) noexcept {
 }
 #endif
 
+#if defined(TPL_ASAN)
+std::atomic<bool> frame_quarantine_on{true};
+#endif
+
+void frame_pool_set_quarantine_for_testing(bool on) noexcept {
+#if defined(TPL_ASAN)
+  frame_quarantine_on.store(on, std::memory_order_relaxed);  // relaxed: see frame_free
+#else
+  (void)on;
+#endif
+}
+
 void frame_pool_release_caches_for_testing() noexcept {
 #if defined(TPL_ASAN)
   release_quarantine_to_system();

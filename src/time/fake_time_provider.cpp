@@ -15,11 +15,22 @@ namespace tpl::testing {
 
 namespace {
 thread_local const void* t_running_fake_timer = nullptr;
+
+using time_point_ns = std::chrono::time_point<std::chrono::system_clock, std::chrono::nanoseconds>;
+
+/// t in nanoseconds, clamped to their range (a coarser system_clock, as libc++'s, reaches further).
+time_point_ns to_ns(std::chrono::system_clock::time_point t) noexcept {
+  using std::chrono::time_point_cast;
+  using sys_duration = std::chrono::system_clock::duration;
+  if (t >= time_point_cast<sys_duration>(time_point_ns::max())) return time_point_ns::max();
+  if (t <= time_point_cast<sys_duration>(time_point_ns::min())) return time_point_ns::min();
+  return time_point_cast<std::chrono::nanoseconds>(t);
 }
+}  // namespace
 
 struct fake_time_provider::core {
   std::mutex mutex;
-  std::chrono::system_clock::time_point now;
+  time_point_ns now;
   std::chrono::nanoseconds auto_advance{0};
   std::chrono::seconds local_offset{0};
   std::uint64_t next_sequence = 0;
@@ -60,7 +71,7 @@ struct fake_time_provider::core::fake_timer final : detail::timer_impl {
   // Guarded by owner->mutex.
   bool armed = false;
   bool disposed = false;
-  std::chrono::system_clock::time_point due;
+  time_point_ns due;
   std::chrono::nanoseconds period{0};
   int running = 0;
   std::condition_variable idle;
@@ -73,7 +84,7 @@ std::chrono::system_clock::time_point fake_time_provider::default_start() noexce
 
 fake_time_provider::fake_time_provider(std::chrono::system_clock::time_point start)
     : core_(std::make_shared<core>()) {
-  core_->now = start;
+  core_->now = to_ns(start);
 }
 
 fake_time_provider::~fake_time_provider() = default;
@@ -82,7 +93,7 @@ std::chrono::system_clock::time_point fake_time_provider::utc_now() const {
   std::lock_guard g(core_->mutex);
   const auto now = core_->now;
   core_->now += core_->auto_advance;  // .NET: the read returns the time, then the clock moves
-  return now;
+  return std::chrono::time_point_cast<std::chrono::system_clock::duration>(now);
 }
 
 std::chrono::seconds fake_time_provider::local_utc_offset() const {
@@ -113,7 +124,7 @@ timer fake_time_provider::create_timer(std::function<void()> callback, std::chro
 
 void fake_time_provider::advance(std::chrono::nanoseconds d) {
   if (d.count() < 0) throw std::invalid_argument("tpl: fake_time_provider::advance: negative duration");
-  std::chrono::system_clock::time_point target;
+  time_point_ns target;
   {
     std::lock_guard g(core_->mutex);
     target = detail::saturating_add(core_->now, d);
@@ -122,15 +133,16 @@ void fake_time_provider::advance(std::chrono::nanoseconds d) {
 }
 
 void fake_time_provider::set_utc_now(std::chrono::system_clock::time_point t) {
+  const time_point_ns target = to_ns(t);
   {
     std::lock_guard g(core_->mutex);
-    if (t < core_->now)
+    if (target < core_->now)
       throw std::invalid_argument("tpl: fake_time_provider::set_utc_now: time cannot go backwards");
   }
-  advance_to(t);
+  advance_to(target);
 }
 
-void fake_time_provider::advance_to(std::chrono::system_clock::time_point target) {
+void fake_time_provider::advance_to(time_point_ns target) {
   std::unique_lock lock(core_->mutex);
   for (;;) {
     std::shared_ptr<core::fake_timer> next;
@@ -144,7 +156,7 @@ void fake_time_provider::advance_to(std::chrono::system_clock::time_point target
       return;
     }
     if (core_->now < next->due) core_->now = next->due;
-    if (next->period.count() > 0 && next->due != std::chrono::system_clock::time_point::max())
+    if (next->period.count() > 0 && next->due != time_point_ns::max())
       next->due = detail::saturating_add(next->due, next->period);  // may fire again in this advance
     else
       next->armed = false;
@@ -192,12 +204,14 @@ std::size_t fake_time_provider::armed_timers() const {
 bool fake_time_provider::next_due(std::chrono::system_clock::time_point& out) const {
   std::lock_guard g(core_->mutex);
   bool found = false;
+  time_point_ns earliest;
   for (const auto& t : core_->timers) {
-    if (t->armed && (!found || t->due < out)) {
-      out = t->due;
+    if (t->armed && (!found || t->due < earliest)) {
+      earliest = t->due;
       found = true;
     }
   }
+  if (found) out = std::chrono::ceil<std::chrono::system_clock::duration>(earliest);
   return found;
 }
 

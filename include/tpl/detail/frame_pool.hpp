@@ -14,6 +14,7 @@
 // poisoned memory and is reported instead of reading the next owner's data.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <new>
@@ -80,7 +81,14 @@ void frame_free_slow(void* p, std::size_t size_class);
 inline constexpr std::size_t kAsanQuarantineBlocks = 1024;
 /// Puts p in the calling thread's quarantine; the block that falls out of it goes to the cache.
 void frame_free_quarantined(void* p, std::size_t size_class) noexcept;
+/// Whether frees go through the quarantine (true unless a test turned it off).
+extern std::atomic<bool> frame_quarantine_on;
 #endif
+
+/// For tests that count allocations (tests/alloc_task_test.cpp): turns the AddressSanitizer
+/// quarantine off (or on) for every thread, so that the pool recycles frames at once as in a
+/// normal build. Call before the threads that free frames start. No effect without ASan.
+void frame_pool_set_quarantine_for_testing(bool on) noexcept;
 
 inline std::size_t frame_class_of(std::size_t bytes) noexcept {
   return bytes <= kSmallestFrameClassBytes
@@ -122,10 +130,14 @@ inline void frame_free(void* p, std::size_t bytes) noexcept {
     return;
   }
 #if defined(TPL_ASAN)
-  frame_free_quarantined(p, frame_class_of(bytes));
-#else
-  frame_free_cached(p, frame_class_of(bytes));
+  // relaxed: set once by a test before the threads that free frames start (thread creation
+  // orders it); either answer is safe for any one free.
+  if (frame_quarantine_on.load(std::memory_order_relaxed)) {
+    frame_free_quarantined(p, frame_class_of(bytes));
+    return;
+  }
 #endif
+  frame_free_cached(p, frame_class_of(bytes));
 }
 
 /// Statistics for tests and diagnostics: blocks currently cached by the calling thread.

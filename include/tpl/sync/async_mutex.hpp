@@ -21,6 +21,7 @@
 // (the value_task holds the guard inline).
 #pragma once
 
+#include <mutex>  // std::adopt_lock_t
 #include <utility>
 
 #include "tpl/cancellation.hpp"

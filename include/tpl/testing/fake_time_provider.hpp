@@ -47,11 +47,15 @@ class fake_time_provider final : public time_provider {
 
   /// Armed timers (for tests of code that must not leak timers).
   std::size_t armed_timers() const;
-  /// Due time of the earliest armed timer, if any (the deterministic scheduler uses it).
+  /// Due time of the earliest armed timer, if any (the deterministic scheduler uses it), rounded
+  /// up to system_clock's precision (set_utc_now(out) then fires it).
   bool next_due(std::chrono::system_clock::time_point& out) const;
 
  private:
-  void advance_to(std::chrono::system_clock::time_point target);
+  // The clock keeps nanoseconds whatever system_clock's precision (libc++'s is microseconds), so
+  // advancing by less than a microsecond is never lost.
+  using time_point_ns = std::chrono::time_point<std::chrono::system_clock, std::chrono::nanoseconds>;
+  void advance_to(time_point_ns target);
 
   // Shared with the timers, so a timer that outlives its provider is simply inert.
   struct core;
