@@ -80,9 +80,17 @@ TEST(fake_time_provider, starts_at_the_given_time) {
 
 TEST(fake_time_provider, advance_moves_utc_now_by_exactly_the_duration) {
   fake_time_provider clock;
+  const std::int64_t t0 = clock.timestamp();
   clock.advance(90min);
   clock.advance(1ns);
-  EXPECT_EQ(clock.utc_now(), fake_time_provider::default_start() + 90min + 1ns);
+  // utc_now() has system_clock's precision (nanoseconds in libstdc++, microseconds in libc++);
+  // the clock itself keeps every nanosecond.
+  EXPECT_EQ(clock.utc_now(), std::chrono::time_point_cast<std::chrono::system_clock::duration>(
+                                 fake_time_provider::default_start() + 90min + 1ns));
+  EXPECT_EQ(clock.timestamp() - t0, std::chrono::nanoseconds(90min + 1ns).count());
+  for (int i = 0; i < 999; ++i) clock.advance(1ns);  // a microsecond in all, in nanosecond steps
+  EXPECT_EQ(clock.utc_now(), std::chrono::time_point_cast<std::chrono::system_clock::duration>(
+                                 fake_time_provider::default_start() + 90min + 1us));
 }
 
 TEST(fake_time_provider, timestamp_counts_nanoseconds_and_elapsed_reports_the_advance) {
