@@ -190,9 +190,9 @@ void thread_pool::impl::inject_for_starvation() {
   update_goal(thread_pool_reason::starvation);
   // An idle thread (above the old goal) counts; otherwise a new one.
   if (worker* w = pop_idle_within_goal()) {
+    ++injected_starvation;  // before the wake-up: see start_worker
     spinning.fetch_add(1, std::memory_order_seq_cst);
     signal(w);
-    ++injected_starvation;
     return;
   }
   start_worker(thread_pool_reason::starvation, false);

@@ -129,9 +129,23 @@ bool thread_pool::impl::start_worker(thread_pool_reason why, bool spinning_token
     ++k.processing;
   });
   (void)old;
+  // Counted before the thread starts: whatever it runs may end a caller's wait, and stats() read
+  // then must include the injection that ran it (taken back if the thread cannot start). The
+  // counters are statistics: the RMWs only need to be atomic, and stats() reads them relaxed.
+  std::atomic<std::uint64_t>* injected = nullptr;
+  switch (why) {
+    case thread_pool_reason::starvation: injected = &injected_starvation; break;
+    case thread_pool_reason::blocking: injected = &injected_blocking; break;
+    case thread_pool_reason::hill_climbing: injected = &injected_hill_climbing; break;
+    case thread_pool_reason::eager: injected = &injected_eager; break;
+    case thread_pool_reason::demand: injected = &injected_demand; break;
+    default: break;
+  }
+  if (injected != nullptr) ++*injected;
   try {
     std::thread([this, w, spinning_token] { worker_main(*w, spinning_token); }).detach();
   } catch (const std::exception&) {  // std::system_error (no thread) or std::bad_alloc
+    if (injected != nullptr) --*injected;
     update_counts([](detail::thread_counts& k) {
       --k.existing;
       --k.processing;
@@ -140,14 +154,6 @@ bool thread_pool::impl::start_worker(thread_pool_reason why, bool spinning_token
     std::lock_guard lg(live_lock);
     --live_threads;
     return false;
-  }
-  switch (why) {
-    case thread_pool_reason::starvation: ++injected_starvation; break;
-    case thread_pool_reason::blocking: ++injected_blocking; break;
-    case thread_pool_reason::hill_climbing: ++injected_hill_climbing; break;
-    case thread_pool_reason::eager: ++injected_eager; break;
-    case thread_pool_reason::demand: ++injected_demand; break;
-    default: break;
   }
   // relaxed: only the alarm reads it, as "did anything happen".
   handoffs.fetch_add(1, std::memory_order_relaxed);
