@@ -1,7 +1,7 @@
 # tpl -- developer / CI entry points (GNU make).
 #
 #   make deps                 install missing Debian packages (apt-get)
-#   make test                 release, debug-asan, tsan, fuzz: configure + build + ctest
+#   make test                 release, debug-asan, tsan, fuzz, libcxx: configure + build + ctest
 #                             (release and debug-asan include a short tpl_soak run; fuzz builds
 #                             only the library and the libFuzzer targets and runs each over its
 #                             corpus plus a bounded number of fuzzing runs)
@@ -26,11 +26,8 @@ SHELL := /bin/bash
 MAKEFLAGS += --no-print-directory
 
 JOBS         ?= 2
-# libcxx (clang + libc++) is not in the default list yet: its one CI run failed
-# pool_policy_live.starvation_injects_a_thread_when_invisible_blocking_stalls_the_queue (no
-# starvation injection recorded; not reproduced locally). Run it with `make test-libcxx`.
-TEST_PRESETS := release debug-asan tsan fuzz
-EXTRA_PRESETS := libcxx
+TEST_PRESETS := release debug-asan tsan fuzz libcxx
+EXTRA_PRESETS :=
 BENCH_PRESET ?= release
 QUICK        ?=
 FILTER       ?=
