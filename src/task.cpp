@@ -109,8 +109,9 @@ void check_continuation_options(task_continuation_options opts) {
   constexpr auto kNotOnAny = static_cast<std::uint32_t>(task_continuation_options::not_on_ran_to_completion |
                                                         task_continuation_options::not_on_faulted |
                                                         task_continuation_options::not_on_canceled);
-  constexpr auto kKnown =
-      kNotOnAny | static_cast<std::uint32_t>(task_continuation_options::execute_synchronously);
+  constexpr auto kKnown = kNotOnAny |
+                         static_cast<std::uint32_t>(task_continuation_options::execute_synchronously |
+                                                    task_continuation_options::lazy_cancellation);
   const auto bits = static_cast<std::uint32_t>(opts);
   if ((bits & ~kKnown) != 0)
     throw std::invalid_argument("continue_with: task_continuation_options holds bits that name no option");

@@ -328,3 +328,147 @@ TEST(continue_with, continuation_of_a_skipped_continuation_sees_it_canceled) {
                           .continue_with([](tpl::task<int>& skipped) { return skipped.is_canceled(); });
   EXPECT_TRUE(c.get());
 }
+
+// ---- a token and a scheduler (.NET ContinueWith(action, token, options, scheduler)) ----------------
+
+TEST(continue_with_token, canceling_the_token_cancels_the_continuation_while_the_antecedent_runs) {
+  tpl::task_completion_source<int> tcs;
+  tpl::cancellation_token_source cts;
+  std::atomic<int> calls{0};
+  tpl::task<int> c = tcs.get_task().continue_with([&] { return calls.fetch_add(1); }, cts.token());
+  EXPECT_FALSE(c.is_completed());
+
+  cts.cancel();
+
+  // Canceled before the antecedent completes (.NET's default, eager cancellation).
+  tpl::sync_wait(c.when_ready());
+  EXPECT_TRUE(c.is_canceled());
+  EXPECT_FALSE(tcs.get_task().is_completed());
+  tcs.set_result(1);
+  EXPECT_EQ(calls.load(), 0);
+}
+
+TEST(continue_with_token, lazy_cancellation_waits_for_the_antecedent_before_canceling) {
+  tpl::task_completion_source<int> tcs;
+  tpl::cancellation_token_source cts;
+  std::atomic<int> calls{0};
+  tpl::task<int> c = tcs.get_task().continue_with([&] { return calls.fetch_add(1); }, cts.token(),
+                                                  opts::lazy_cancellation | opts::execute_synchronously);
+  cts.cancel();
+  EXPECT_FALSE(c.is_completed());  // the antecedent has not completed: not canceled yet
+
+  tcs.set_result(1);  // execute_synchronously: settled inside set_result
+
+  EXPECT_TRUE(c.is_completed());
+  EXPECT_TRUE(c.is_canceled());
+  EXPECT_EQ(calls.load(), 0);
+}
+
+TEST(continue_with_token, a_token_canceled_at_the_call_cancels_at_once) {
+  tpl::task_completion_source<int> tcs;
+  tpl::cancellation_token_source cts;
+  cts.cancel();
+  tpl::task<> c = tcs.get_task().continue_with([] {}, cts.token(), opts::execute_synchronously);
+  EXPECT_TRUE(c.is_canceled());
+  tcs.set_result(1);
+}
+
+TEST(continue_with_token, an_uncanceled_token_changes_nothing) {
+  tpl::task_completion_source<int> tcs;
+  tpl::cancellation_token_source cts;
+  tpl::task<int> c = tcs.get_task().continue_with([](tpl::task<int>& a) { return a.get() * 2; }, cts.token());
+  tcs.set_result(21);
+  EXPECT_EQ(c.get(), 42);
+  cts.cancel();  // after completion: no effect
+  EXPECT_EQ(c.get(), 42);
+}
+
+TEST(continue_with_token, the_outcome_filter_still_applies) {
+  tpl::cancellation_token_source cts;
+  tpl::task<> c = tpl::task_from_result(1).continue_with([] {}, cts.token(), opts::only_on_faulted);
+  tpl::sync_wait(c.when_ready());
+  EXPECT_TRUE(c.is_canceled());
+  tpl::task<int> faulted = tpl::task_from_exception<int>(error(3));
+  tpl::task<int> seen = faulted.continue_with(
+      [](tpl::task<int>& a) { return test_error_id(wait_inner_exceptions(a).at(0)); }, cts.token(),
+      opts::only_on_faulted);
+  EXPECT_EQ(seen.get(), 3);
+}
+
+TEST(continue_with_token, a_function_that_has_started_runs_to_its_end) {
+  tpl::task_completion_source<int> tcs;
+  tpl::cancellation_token_source cts;
+  tpl::task<int> c = tcs.get_task().continue_with(
+      [&] {
+        cts.cancel();  // too late: fn has started
+        return 7;
+      },
+      cts.token(), opts::execute_synchronously);
+  tcs.set_result(1);
+  EXPECT_EQ(c.get(), 7);
+}
+
+TEST(continue_with_token, rejects_the_same_options_as_without_a_token) {
+  tpl::cancellation_token_source cts;
+  EXPECT_THROW((void)tpl::completed_task().continue_with([] {}, cts.token(),
+                                                        opts::only_on_faulted | opts::only_on_canceled),
+               std::invalid_argument);
+  EXPECT_THROW((void)tpl::task<int>{}.continue_with([] {}, cts.token()), tpl::invalid_operation);
+}
+
+TEST(continue_with_scheduler, runs_the_function_on_the_given_scheduler) {
+  tpl::testing::deterministic_scheduler sched(1);
+  tpl::task_completion_source<int> tcs;
+  tpl::scheduler* seen = nullptr;
+  tpl::task<int> c = tcs.get_task().continue_with(
+      [&](tpl::task<int>& a) {
+        seen = tpl::scheduler::current();
+        return a.get() + 1;
+      },
+      sched);
+  tcs.set_result(1);
+  EXPECT_FALSE(c.is_completed());  // queued to sched, which has not run it
+  EXPECT_EQ(sched.ready_count(), 1u);
+  sched.run_until_idle();
+  EXPECT_EQ(c.get(), 2);
+  EXPECT_EQ(seen, &sched);
+}
+
+TEST(continue_with_scheduler, execute_synchronously_from_another_scheduler_still_queues_to_it) {
+  tpl::testing::deterministic_scheduler sched(1);
+  tpl::task<> c = tpl::task_from_result(1).continue_with([] {}, sched, opts::execute_synchronously);
+  EXPECT_FALSE(c.is_completed());  // the caller is not running sched's work
+  sched.run_until_idle();
+  EXPECT_TRUE(c.is_completed());
+}
+
+TEST(continue_with_scheduler, execute_synchronously_on_the_scheduler_itself_runs_inline) {
+  tpl::testing::deterministic_scheduler sched(1);
+  tpl::task_completion_source<int> tcs;
+  tpl::task<> c = tcs.get_task().continue_with([] {}, sched, opts::execute_synchronously);
+  std::size_t items_before = 0;
+  bool completed_inline = false;
+  tpl::task<> driver = sched.start([&]() -> tpl::task<> {
+    items_before = sched.items_run();
+    tcs.set_result(1);  // completes the antecedent on a thread running sched's item
+    completed_inline = c.is_completed();
+    co_return;
+  });
+  sched.run_until_idle();
+  EXPECT_TRUE(completed_inline);
+  EXPECT_EQ(sched.items_run(), items_before);  // the driver's item only: none for the continuation
+  driver.get();
+}
+
+TEST(continue_with_scheduler, a_token_canceled_before_the_scheduler_runs_it_cancels_it) {
+  tpl::testing::deterministic_scheduler sched(1);
+  tpl::cancellation_token_source cts;
+  std::atomic<int> calls{0};
+  tpl::task<> c = tpl::task_from_result(1).continue_with([&] { calls.fetch_add(1); }, cts.token(),
+                                                         opts::lazy_cancellation, sched);
+  EXPECT_EQ(sched.ready_count(), 1u);
+  cts.cancel();  // after the antecedent completed, before sched ran fn
+  sched.run_until_idle();
+  EXPECT_TRUE(c.is_canceled());
+  EXPECT_EQ(calls.load(), 0);
+}

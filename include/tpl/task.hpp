@@ -80,6 +80,10 @@ enum class task_continuation_options : std::uint32_t {
   /// Run on the thread that completes the antecedent (or the caller, if already complete)
   /// instead of queuing to the pool. Keep such continuations short.
   execute_synchronously = 1u << 19,
+  /// With a cancellation token: the continuation is canceled only once the antecedent has
+  /// completed, never before (.NET LazyCancellation). Without it, canceling the token cancels the
+  /// continuation at once, while the antecedent still runs.
+  lazy_cancellation = 1u << 20,
 };
 constexpr task_continuation_options operator|(task_continuation_options a,
                                               task_continuation_options b) noexcept {
@@ -254,6 +258,9 @@ void check_continuation_options(task_continuation_options opts);
 
 template <class T, class F, class R>
 task<R> run_continuation(task<T> antecedent, F fn, task_continuation_options opts);
+template <class T, class F, class R>
+task<R> run_continuation_on(task<T> antecedent, F fn, cancellation_token token,
+                            task_continuation_options opts, scheduler* target);
 
 }  // namespace detail
 
@@ -364,6 +371,28 @@ class [[nodiscard]] task {
     return detail::run_continuation<T, F, detail::continuation_result_t<T, F>>(*this, std::move(fn),
                                                                                opts);
   }
+
+  /// As continue_with(fn, opts), with a token (.NET ContinueWith(action, token, options)): a token
+  /// canceled before fn starts cancels the continuation, at once (while this task still runs) or,
+  /// with task_continuation_options::lazy_cancellation, only once this task has completed. fn
+  /// that has started runs to its end. Defined in tpl/wait_async.hpp (included by tpl/tpl.hpp).
+  template <class F>
+  auto continue_with(F fn, const cancellation_token& token,
+                     task_continuation_options opts = task_continuation_options::none) const
+      -> task<detail::continuation_result_t<T, F>>;
+  /// As continue_with(fn, opts), with fn queued to scheduler `target` instead of the pool (.NET
+  /// ContinueWith(action, scheduler)). With execute_synchronously, fn runs inline only when the
+  /// thread that completes this task is already running `target`'s work (scheduler::current());
+  /// otherwise it is queued to `target`. Defined in tpl/wait_async.hpp.
+  template <class F>
+  auto continue_with(F fn, scheduler& target,
+                     task_continuation_options opts = task_continuation_options::none) const
+      -> task<detail::continuation_result_t<T, F>>;
+  /// The full form (.NET ContinueWith(action, token, options, scheduler)). Defined in
+  /// tpl/wait_async.hpp.
+  template <class F>
+  auto continue_with(F fn, const cancellation_token& token, task_continuation_options opts,
+                     scheduler& target) const -> task<detail::continuation_result_t<T, F>>;
 
   /// A task that completes like this one, or fails with timeout_exception after `timeout`, or is
   /// canceled when `token` is, whichever comes first; this task itself is not canceled (.NET

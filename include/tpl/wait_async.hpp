@@ -11,6 +11,11 @@
 // two others are unregistered at once (the timer disposed, the waiter taken off the task, the
 // token registration removed), so wait_async in a loop over a long-lived task leaks nothing.
 // A result is copied from the task (the task stays shared), so T must be copyable.
+//
+// The same race (the task completes, or the token is canceled) serves continue_with's token
+// overloads, whose definitions live here: with a token and without lazy_cancellation, the
+// continuation waits on a `task<void>` that completes when the antecedent does, whatever its
+// outcome, or is canceled by the token first.
 #pragma once
 
 #include <atomic>
@@ -26,14 +31,19 @@ namespace tpl {
 
 namespace detail {
 
-template <class T>
+// T is the result type; Source the awaited task's. With T = void and Source another type (the
+// "ready" form), completion of the source in any state completes this task successfully.
+template <class T, class Source = T>
 struct wait_async_state final : task_state<T>, pooled_allocation, waiter {
+  static constexpr bool kReadyOnly = !std::is_same_v<T, Source>;
+  static_assert(!kReadyOnly || std::is_void_v<T>, "the ready form yields no value");
+
   // References: the returned handle, the pending operation, and the waiter node on the source
   // (taken when it is registered; dropped by the node's callback or by its removal).
-  wait_async_state(task<T> src) noexcept
+  wait_async_state(task<Source> src) noexcept
       : task_state<T>(2, false, &delete_as<wait_async_state>), source(std::move(src)) {}
 
-  task<T> source;
+  task<Source> source;
   std::atomic<bool> decided{false};
   wait_guards guards;
 
@@ -80,10 +90,14 @@ struct wait_async_state final : task_state<T>, pooled_allocation, waiter {
     }
     switch (how) {
       case outcome::completed: {
+        if constexpr (kReadyOnly) {
+          this->set_value();
+          break;
+        }
         auto* s = task_access::state(source);
         switch (s->status()) {
           case task_status::ran_to_completion:
-            if constexpr (std::is_void_v<T>) {
+            if constexpr (std::is_void_v<T> || kReadyOnly) {
               this->set_value();
             } else {
               try {
@@ -136,7 +150,81 @@ task<T> start_wait_async(const task<T>& self, std::chrono::nanoseconds timeout,
   return result;
 }
 
+// A task<void> that completes when `source` does (in any state), or is canceled by `token` first.
+template <class T>
+task<void> start_wait_ready(const task<T>& source, const cancellation_token& token) {
+  if (source.is_completed()) return task_from_result();
+  if (token.is_cancellation_requested()) return task_from_canceled<void>();
+  auto* s = new wait_async_state<void, T>(source);
+  task<void> result(adopt_state, s);
+  s->start(std::chrono::nanoseconds(infinite_timeout), token, system_time_provider());
+  return result;
+}
+
+// continue_with with a token and/or a scheduler. The token is looked at three times: while the
+// antecedent runs (eager form), once it has completed, and after the hop to the continuation's
+// thread, so that a token canceled at any point before fn starts cancels the continuation.
+template <class T, class F, class R>
+task<R> run_continuation_on(task<T> antecedent, F fn, cancellation_token token,
+                            task_continuation_options opts, scheduler* target) {
+  const bool inline_allowed = has_option(opts, task_continuation_options::execute_synchronously);
+  const bool hop_to_pool = target == nullptr && !inline_allowed;
+  if (token.can_be_canceled() && !has_option(opts, task_continuation_options::lazy_cancellation)) {
+    task<void> ready = start_wait_ready(antecedent, token);
+    if (hop_to_pool)
+      co_await ready.configure<await_options::suppress_throwing | await_options::force_yielding>();
+    else
+      co_await ready.configure<await_options::suppress_throwing>();
+  } else if (hop_to_pool) {
+    co_await antecedent
+        .template configure<await_options::suppress_throwing | await_options::force_yielding>();
+  } else {
+    co_await antecedent.template configure<await_options::suppress_throwing>();
+  }
+  if (token.is_cancellation_requested()) co_await cancel_current_task{};
+  if (!continuation_allowed(opts, antecedent.status())) co_await cancel_current_task{};
+  if (target != nullptr && (!inline_allowed || scheduler::current() != target)) {
+    co_await resume_on(*target);
+    if (token.is_cancellation_requested()) co_await cancel_current_task{};
+  }
+  if constexpr (std::is_invocable_v<F&, task<T>&>) {
+    co_return std::invoke(fn, antecedent);
+  } else {
+    co_return std::invoke(fn);
+  }
+}
+
 }  // namespace detail
+
+template <class T>
+template <class F>
+auto task<T>::continue_with(F fn, const cancellation_token& token, task_continuation_options opts) const
+    -> task<detail::continuation_result_t<T, F>> {
+  checked("continue_with()");
+  detail::check_continuation_options(opts);
+  return detail::run_continuation_on<T, F, detail::continuation_result_t<T, F>>(*this, std::move(fn),
+                                                                                token, opts, nullptr);
+}
+
+template <class T>
+template <class F>
+auto task<T>::continue_with(F fn, scheduler& target, task_continuation_options opts) const
+    -> task<detail::continuation_result_t<T, F>> {
+  checked("continue_with()");
+  detail::check_continuation_options(opts);
+  return detail::run_continuation_on<T, F, detail::continuation_result_t<T, F>>(
+      *this, std::move(fn), cancellation_token{}, opts, &target);
+}
+
+template <class T>
+template <class F>
+auto task<T>::continue_with(F fn, const cancellation_token& token, task_continuation_options opts,
+                            scheduler& target) const -> task<detail::continuation_result_t<T, F>> {
+  checked("continue_with()");
+  detail::check_continuation_options(opts);
+  return detail::run_continuation_on<T, F, detail::continuation_result_t<T, F>>(*this, std::move(fn),
+                                                                                token, opts, &target);
+}
 
 template <class T>
 template <class Rep, class Period>
