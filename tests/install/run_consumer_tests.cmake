@@ -6,6 +6,7 @@
 #
 # (a) `cmake --install` the already-built tree into <scratch>/prefix, then
 #     configure/build/run tests/install/find_package (find_package(tpl)).
+#     The same prefix is then used through pkg-config (tpl.pc) to build the same program.
 # (b) configure/build/run tests/install/fetch_content, which pulls tpl in with
 #     FetchContent_Declare(tpl SOURCE_DIR <repo>) -- no network access.
 cmake_minimum_required(VERSION 3.25)
@@ -86,6 +87,36 @@ if(_pos EQUAL -1)
 endif()
 _step("build find_package consumer" "${CMAKE_COMMAND}" --build "${_fp_bin}")
 _run_consumer(find_package "${_fp_bin}/tpl_consumer_find_package")
+
+# --- (a') the same install through pkg-config ----------------------------------
+file(GLOB_RECURSE _pc "${_prefix}/*/pkgconfig/tpl.pc")
+if(NOT _pc)
+  message(FATAL_ERROR "[tpl-consumers] install is missing pkgconfig/tpl.pc")
+endif()
+find_program(_pkg_config NAMES pkg-config pkgconf)
+if(NOT _pkg_config)
+  message(WARNING "[tpl-consumers] pkg-config not found: the tpl.pc consumer is skipped "
+                  "(make test installs pkgconf)")
+else()
+  get_filename_component(_pc_dir "${_pc}" DIRECTORY)
+  set(ENV{PKG_CONFIG_PATH} "${_pc_dir}")
+  execute_process(COMMAND "${_pkg_config}" --cflags --libs tpl
+                  RESULT_VARIABLE _rc OUTPUT_VARIABLE _pc_flags OUTPUT_STRIP_TRAILING_WHITESPACE)
+  if(NOT _rc EQUAL 0)
+    message(FATAL_ERROR "[tpl-consumers] pkg-config --cflags --libs tpl failed (${_rc})")
+  endif()
+  message(STATUS "[tpl-consumers] pkg-config: ${_pc_flags}")
+  string(FIND "${_pc_flags}" "${_prefix}" _pos)
+  if(_pos EQUAL -1)
+    message(FATAL_ERROR "[tpl-consumers] tpl.pc does not point into ${_prefix}: ${_pc_flags}")
+  endif()
+  separate_arguments(_pc_flag_list UNIX_COMMAND "${_pc_flags}")
+  set(_pc_exe "${WORK_DIR}/tpl_consumer_pkg_config")
+  _step("build pkg-config consumer"
+    "${CXX_COMPILER}" -std=c++20 -O1 "${_consumers_src}/find_package/main.cpp" -o "${_pc_exe}"
+    ${_pc_flag_list})
+  _run_consumer(pkg_config "${_pc_exe}")
+endif()
 
 # --- (b) FetchContent (SOURCE_DIR, no network) -------------------------------
 set(_fc_bin "${WORK_DIR}/fetch_content")
