@@ -15,18 +15,16 @@ namespace tpl::testing {
 
 namespace {
 thread_local const void* t_running_fake_timer = nullptr;
-
-using time_point_ns = std::chrono::time_point<std::chrono::system_clock, std::chrono::nanoseconds>;
+}  // namespace
 
 /// t in nanoseconds, clamped to their range (a coarser system_clock, as libc++'s, reaches further).
-time_point_ns to_ns(std::chrono::system_clock::time_point t) noexcept {
+fake_time_provider::time_point_ns fake_time_provider::to_ns(std::chrono::system_clock::time_point t) noexcept {
   using std::chrono::time_point_cast;
   using sys_duration = std::chrono::system_clock::duration;
   if (t >= time_point_cast<sys_duration>(time_point_ns::max())) return time_point_ns::max();
   if (t <= time_point_cast<sys_duration>(time_point_ns::min())) return time_point_ns::min();
   return time_point_cast<std::chrono::nanoseconds>(t);
 }
-}  // namespace
 
 struct fake_time_provider::core {
   std::mutex mutex;

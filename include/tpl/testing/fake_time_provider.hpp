@@ -56,6 +56,7 @@ class fake_time_provider final : public time_provider {
   // advancing by less than a microsecond is never lost.
   using time_point_ns = std::chrono::time_point<std::chrono::system_clock, std::chrono::nanoseconds>;
   void advance_to(time_point_ns target);
+  static time_point_ns to_ns(std::chrono::system_clock::time_point t) noexcept;
 
   // Shared with the timers, so a timer that outlives its provider is simply inert.
   struct core;
