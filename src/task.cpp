@@ -162,6 +162,14 @@ bool ran_inline(task_state_base& s) {
 }
 }  // namespace
 
+bool run_deferred_inline(task_state_base& s) noexcept {
+  try {
+    return ran_inline(s);
+  } catch (...) {
+    return false;  // putting back another item failed: the awaiter waits as usual
+  }
+}
+
 namespace {
 // The current scheduler may refuse to block (a single-threaded test scheduler throws from
 // on_blocking_call): w is then taken back out before the exception leaves, so the task never fires

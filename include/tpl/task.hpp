@@ -141,6 +141,11 @@ struct is_task : std::false_type {};
 template <class T>
 struct is_task<task<T>> : std::true_type {};
 
+/// A spawned task (started_deferred) whose coroutine is still queued on this thread pool worker's
+/// own deque, on top, is taken back and run here now. True if it was: it ran until it completed or
+/// suspended (or, past the trampoline's depth, was queued to run next on this worker).
+bool run_deferred_inline(task_state_base& s) noexcept;
+
 /// Awaits a task_state. Owning: holds a reference (awaiting an rvalue task) and may move the
 /// result out when it is the sole owner. Suppress: never throws, yields void. ForceYield: always
 /// continues on the pool. AlwaysInline: continues on the completing thread even when it is not
@@ -166,6 +171,11 @@ class task_awaiter : private waiter {
   }
 
   bool await_suspend(std::coroutine_handle<> h) noexcept {
+    if constexpr (!ForceYield) {
+      // A spawned task still queued on this worker runs here first (.NET's task inlining).
+      if (state_->started_deferred() && run_deferred_inline(*state_) && state_->is_completed())
+        return false;
+    }
     continuation_ = h;
     on_complete = &fire;
     if (state_->add_waiter(this)) return true;  // from here on, *this may already be resumed
@@ -214,6 +224,9 @@ class configured_awaiter : private waiter {
     return !force_yield_ && state_->is_completed();
   }
   bool await_suspend(std::coroutine_handle<> h) noexcept {
+    if (!force_yield_ && state_->started_deferred() && run_deferred_inline(*state_) &&
+        state_->is_completed())
+      return false;
     continuation_ = h;
     on_complete = &fire;
     if (state_->add_waiter(this)) return true;

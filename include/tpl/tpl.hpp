@@ -8,6 +8,7 @@
 
 #include "tpl/exceptions.hpp"
 #include "tpl/run.hpp"
+#include "tpl/spawn.hpp"
 #include "tpl/scheduler.hpp"
 #include "tpl/sync_wait.hpp"
 #include "tpl/task.hpp"

@@ -1,6 +1,7 @@
 // tpl/detail/promise.hpp — the coroutine promise shared by task<T> and value_task<T> (internal).
 //
-// A task coroutine is hot (runs until its first real suspension inside the call), allocates its
+// A task coroutine is hot (runs until its first real suspension inside the call, unless the start
+// guard queues its start: tpl/detail/start_guard.hpp), allocates its
 // frame from the per-thread frame pool, and completes at final_suspend by publishing its result in
 // the state word and resuming the first waiter inline (through the trampoline).
 //
@@ -17,6 +18,7 @@
 
 #include "tpl/detail/flow.hpp"
 #include "tpl/detail/frame_pool.hpp"
+#include "tpl/detail/start_guard.hpp"
 #include "tpl/detail/task_state.hpp"
 #include "tpl/detail/trampoline.hpp"
 
@@ -105,13 +107,42 @@ struct cancel_current_task {
   void await_resume() const noexcept {}
 };
 
+/// The initial suspension: none, unless the start guard defers this start (tpl/detail/start_guard.hpp:
+/// little stack left, or tpl::spawn), in which case the coroutine is queued before its body runs.
+struct initial_awaiter {
+  coroutine_flow* flow = nullptr;  // set when the start was deferred
+
+  bool await_ready() const noexcept { return !should_defer_start(); }
+  template <class P>
+  bool await_suspend(std::coroutine_handle<P> h) noexcept {
+    // As marking_awaiter: everything before the hand-off, after which h may run elsewhere.
+    P& p = h.promise();
+    p.mark_suspended();
+    p.mark_started_deferred();
+    flow = &p.flow();
+    flow->suspend();
+    try {
+      defer_start(h);
+      return true;
+    } catch (...) {
+      // Could not queue it (out of memory): start it here after all.
+      flow->resume();
+      flow = nullptr;
+      return false;
+    }
+  }
+  void await_resume() noexcept {
+    if (flow != nullptr) flow->resume();
+  }
+};
+
 template <class T, class Derived>
 class promise_base : public task_state<T> {
  public:
   // The returned handle's reference, and the running coroutine's unit (dropped at final suspend).
   promise_base() noexcept : task_state<T>(1, true, &destroy_frame) { flow_.start(); }
 
-  std::suspend_never initial_suspend() const noexcept { return {}; }
+  initial_awaiter initial_suspend() const noexcept { return {}; }
   final_awaiter final_suspend() const noexcept { return {}; }
 
   void unhandled_exception() noexcept {

@@ -330,6 +330,8 @@ class task_state_base {
     if (d > 0 && d < 65536) frame_offset_ = static_cast<std::uint16_t>(d);
   }
   void make_immortal() noexcept { immortal_ = true; }
+  void mark_started_deferred() noexcept { started_deferred_ = true; }
+  bool started_deferred() const noexcept { return started_deferred_; }
 
  private:
   static constexpr int kLockSpins = 64;
@@ -381,6 +383,10 @@ class task_state_base {
   bool error_is_aggregate_ = false;
   bool suspended_once_ = false;  // coroutine tasks: did the body ever suspend (see promise)
   bool has_error_ = false;
+  // Coroutine tasks: the start was queued (tpl::spawn, the stack guard), so an awaiter may find
+  // the coroutine still queued on its own worker and run it inline. Written before the handle is
+  // queued or returned, never again.
+  bool started_deferred_ = false;
   // Coroutine tasks: this object's distance from the start of its coroutine frame (0: not a
   // coroutine, or unknown). Lets a blocking wait recognise the task's own queued item.
   std::uint16_t frame_offset_ = 0;

@@ -1,0 +1,81 @@
+// tpl/detail/start_guard.hpp — where a hot coroutine task starts: here, or queued (internal).
+//
+// A task coroutine is hot: its body runs inside the call until it first suspends. Two things make
+// a start go to the scheduler instead, and both are decided by one comparison in the promise's
+// initial_suspend, so the common start pays a thread-local load and a compare:
+//
+//  1. The stack is nearly used up. `co_return 1 + co_await count(n - 1)` recurses one stack
+//     frame per level; at a million levels any stack overflows (.NET crashes there too). A start
+//     whose stack pointer is below the thread's threshold (the stack's low end plus a reserve, see
+//     src/start_guard.cpp) queues its coroutine instead; the caller's await suspends, its stack
+//     unwinds, and the recursion goes on from a fresh stack on a pool thread. This is .NET's
+//     TryEnsureSufficientExecutionStack idea, applied when a coroutine is called.
+//  2. tpl::spawn asked for it: spawn sets the threshold above every address, so the next
+//     coroutine start on this thread (the one spawn's function makes) takes the slow path, which
+//     sees the request, clears it and queues that coroutine.
+//
+// Invariants:
+//  - `defer_below` is either the measured threshold, or kUnmeasured (above every stack address,
+//    so the first start on a thread takes the slow path, which measures), or kUnmeasured with
+//    `spawn_pending` set. It never lets a start below the measured threshold run inline.
+//  - A spawn request is consumed by exactly one start, or withdrawn by spawn itself
+//    (end_spawn_request) when its function made no coroutine; it never leaks into a later call.
+//  - The state is thread-local and touched only by its own thread: no atomics.
+#pragma once
+
+#include <coroutine>
+#include <cstdint>
+
+#include "tpl/detail/config.hpp"
+
+namespace tpl::detail {
+
+struct start_guard_state {
+  static constexpr std::uintptr_t kUnmeasured = ~std::uintptr_t{0};
+  /// Starts whose stack pointer is below this go to the slow path.
+  std::uintptr_t defer_below = kUnmeasured;
+  /// The measured threshold (valid when measured).
+  std::uintptr_t stack_threshold = 0;
+  bool measured = false;
+  bool spawn_pending = false;
+};
+
+inline thread_local start_guard_state t_start_guard{};
+TPL_TLS_ACCESSOR(start_guard_state, start_guard_tls, t_start_guard)
+
+/// The slow path of should_defer_start: measures the stack on a thread's first start, consumes a
+/// spawn request. True when the coroutine must be queued.
+bool should_defer_start_slow(std::uintptr_t stack_pointer) noexcept;
+
+/// True when the coroutine starting now must be queued instead of running inline.
+[[gnu::always_inline]] inline bool should_defer_start() noexcept {
+  const auto sp = reinterpret_cast<std::uintptr_t>(__builtin_frame_address(0));
+  if (TPL_LIKELY(sp >= start_guard_tls().defer_below)) return false;
+  return should_defer_start_slow(sp);
+}
+
+/// Queues a coroutine whose start was deferred: to the current scheduler (a pool worker: its own
+/// deque), or to the default pool when the thread has none or runs the inline scheduler (which
+/// would start it on this same stack).
+void defer_start(std::coroutine_handle<> h);
+
+/// tpl::spawn: the next coroutine started on this thread is queued.
+inline void begin_spawn_request() noexcept {
+  start_guard_state& g = start_guard_tls();
+  g.spawn_pending = true;
+  g.defer_below = start_guard_state::kUnmeasured;
+}
+/// tpl::spawn, after its function returned or threw: withdraws a request no start consumed.
+inline void end_spawn_request() noexcept {
+  start_guard_state& g = start_guard_tls();
+  if (TPL_UNLIKELY(g.spawn_pending)) {
+    g.spawn_pending = false;
+    g.defer_below = g.measured ? g.stack_threshold : start_guard_state::kUnmeasured;
+  }
+}
+
+/// Testing: the threshold measured for this thread (0 before the first coroutine start on it, or
+/// when its stack could not be measured).
+std::uintptr_t stack_threshold_for_testing() noexcept;
+
+}  // namespace tpl::detail
