@@ -49,7 +49,8 @@ README_WORKLOADS = [
      "`async_generator<int>` of 1,000,000 ints, summed by the consumer", "",
      r"^(?!.*synchronous)"),
     ("sync_over_async", "adaptive pool (example_sync_over_async)",
-     "seed 000's sync-over-async: 4 x cores items block on one task", ".NET 6: 1.36 s (12 cores)", ""),
+     "seed 000's sync-over-async: 4 x cores items block on one task",
+     ".NET 6: 1.36 s (12 cores)", ""),
 ]
 
 # (micro group, method prefix, README label, operations per benchmark iteration, .NET as published)
@@ -70,7 +71,8 @@ README_MICRO = [
      "`async_local<int>`: one update (4 locals x 1,000 updates)", 4000, "62 ns, 144 B"),
     ("channel", "hand over to a waiting reader (capacity 0 = rendezvous, 1024)/0",
      "channel: `write_async` handed straight to a waiting reader", 1, "–"),
-    ("async_mutex", "lock_async + guard unlock", "`async_mutex`: uncontended lock + unlock", 1, "–"),
+    ("async_mutex", "lock_async + guard unlock", "`async_mutex`: uncontended lock + unlock", 1,
+     "–"),
     ("async_generator", "co_await next(), body yields synchronously",
      "`async_generator<int>`: one item, the body yields without waiting", 1, "–"),
 ]
@@ -179,7 +181,7 @@ def results_from_docs(text: str, begin: str, end: str) -> dict:
             group = line[5:].strip()
             res["micro"]["summary"][group] = []
             continue
-        if not group or not line.startswith("| ") or line.startswith("| Method ") :
+        if not group or not line.startswith("| ") or line.startswith("| Method "):
             continue
         c = _cells(line)
         if len(c) != 7:

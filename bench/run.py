@@ -738,7 +738,8 @@ def group_footer(s: dict) -> list[str]:
     if label:
         runtimes = [r["runtime"] for r in s["rows"]]
         out.append(f"Checksums ({label}), per round: " + "; ".join(
-            (r["runtime"] if runtimes.count(r["runtime"]) == 1 else f"{r['runtime']} / {r['method']}")
+            (r["runtime"] if runtimes.count(r["runtime"]) == 1
+             else f"{r['runtime']} / {r['method']}")
             + ": " + (", ".join(str(c) for c in r["checksums"]) or "-") for r in s["rows"]) + ".")
     if s["not_in_group"]:
         out.append("Not in this group (no program for it): " + ", ".join(s["not_in_group"]) + ".")
@@ -849,7 +850,8 @@ def micro_markdown(micro: dict | None) -> list[str]:
         rows = [[e["method"], "tpl", fmt_time_ns(e["mean_ns"]), "-",
                  fmt_ratio(e["mean_ns"], base), fmt_bytes(e["bytes_per_op"]), "-"]
                 for e in entries]
-        out += [f"#### {group}", ""] + ([micro_description(group), ""] if micro_description(group) else [])
+        desc = micro_description(group)
+        out += [f"#### {group}", ""] + ([desc, ""] if desc else [])
         out += table_lines(["Method", "Runtime", "Mean", "Min-Max", "Ratio", "Allocated",
                             "Peak RSS"], rows)
         out.append("")
