@@ -16,6 +16,8 @@
 #                             is missing) and run bench/run.py: tpl and the peers interleaved.
 #                             A full run (no QUICK, no FILTER) regenerates docs/benchmarks.md
 #                             and docs/img/*.png.
+#                             It also rewrites README.md's figures (saved in docs/bench-results.json;
+#                             `python3 bench/run.py --regen-docs` redoes README from them).
 #   make clean                remove build/
 #
 # Variables: JOBS (build parallelism, default 2), BENCH_PRESET (default release).

@@ -15,8 +15,10 @@
 Tables: Method | Runtime | Mean (median of the rounds) | Min-Max | Ratio (to the first row) |
 Allocated | Peak RSS. Raw samples: build/bench-results.json (``--out``). Plots: bench/plot.py
 (build/bench-plots/, or docs/img/ with ``--docs``, which also regenerates the marked region of
-docs/benchmarks.md). ``--self-test``: every group once, quick, fails on malformed results (the
-ctest ``bench_harness``). Exit status is non-zero if any program failed.
+docs/benchmarks.md, saves the results to docs/bench-results.json and regenerates README.md's
+figures region, see bench/readme_figures.py; ``--regen-docs`` redoes the last two without running
+anything). ``--self-test``: every group once, quick, fails on malformed results or on a group
+without a description (the ctest ``bench_harness``). Exit status is non-zero if any program failed.
 """
 
 from __future__ import annotations
@@ -41,6 +43,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "peers"))
 import peers  # noqa: E402  (bench/peers/peers.py: finds toolchains, builds the peer programs)
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import readme_figures  # noqa: E402  (bench/readme_figures.py: README.md's generated figures)
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 MICRO_NAME = "tpl_micro_bench"
@@ -244,7 +248,8 @@ def run_micro(exe: Path, args, failures: list[str]) -> dict:
     for group, entries in groups.items():
         base = entries[0][1]
         table = [[m, fmt_time_ns(t), fmt_ratio(t, base), fmt_bytes(a)] for m, t, a in entries]
-        print_table(f"## {group}  ({exe.name})", ["Method", "Mean", "Ratio", "Allocated"], table)
+        print_table(f"## {group}  ({exe.name}): {micro_description(group)}",
+                    ["Method", "Mean", "Ratio", "Allocated"], table)
     return result
 
 
@@ -263,7 +268,11 @@ def _sum_below(n: int) -> int:
 
 
 # group -> description, expected checksum (full, quick) or None (the programs check their own),
-# timeline: per-item start times are plotted.  The order is the report's order.
+# timeline: per-item start times are plotted; any_checksum: with expect None, a peer's checksum
+# may be 0 (it counts something that should not happen); checksum_label: the footer lists every
+# row's checksums under this name; max_reps: at most this many rounds (long fixed-length groups).
+# The order is the report's order. Every group that runs must have a description (--self-test
+# fails otherwise), and so must every micro-benchmark group (MICRO_GROUPS).
 GROUPS: dict[str, dict] = {
     "chain": dict(desc="1,000,000-link chain: each link awaits the previous one and adds 1 "
                        "(seed 001; quick: 100,000)", expect=(1_000_000, 100_000)),
@@ -296,15 +305,23 @@ GROUPS: dict[str, dict] = {
     "channel_mpmc_unbounded": dict(desc="10,000,000 items, 2 producers x 2 consumers, unbounded "
                                         "(quick: 1,000,000)",
                                    expect=(_sum_below(10_000_000), _sum_below(1_000_000))),
+    "async_generator": dict(desc="an async generator yields 0..999,999 without waiting, the "
+                                 "consumer sums them (C#: await foreach over an async iterator; "
+                                 "issue 22; no seed figure; quick: 100,000)",
+                            expect=(_sum_below(1_000_000), _sum_below(100_000))),
     "for_async_delay_100": dict(desc="parallel loop over 100 bodies that each await delay(1 ms) "
-                                     "(seed 000: 89 ms on .NET); default and 100-wide degree",
+                                     "(seed 000's Parallel.ForAsync: 89 ms on .NET 8); the "
+                                     "default degree (cores) and 100; quick: the same",
                                 expect=(100, 100)),
-    "rw_lock_stress": dict(desc="seed 000: 100 pool items enter and leave a read lock, in rounds, "
-                                "for 2 s (quick: 0.3 s); checksum = acquisitions that took 10 ms "
-                                "or more (expected 0; printed, not enforced)", expect=None),
+    "rw_lock_stress": dict(desc="seed 000: rounds of 100 pool items that each enter and leave a "
+                                "read lock, for 2 s (quick: 0.3 s; 3 rounds); checksum = "
+                                "acquisitions that took 10 ms or more (.NET 6: ~100 in 10 s, "
+                                ".NET 7: none)", expect=None, any_checksum=True,
+                           checksum_label="acquisitions >= 10 ms", max_reps=3),
     "multiple_serial": dict(desc="seed 000's MultipleSerial: 8 x rent + clear a 4 KiB buffer, "
-                                 "yield, 8 x read and return; 100,000 iterations (quick: 10,000; "
-                                 ".NET 7: 9.3 us per iteration)", expect=(100_000, 10_000)),
+                                 "yield, 8 x read every byte and return; 100,000 iterations "
+                                 "(quick: 10,000; 3 rounds; .NET 7: 9.3 us per iteration, "
+                                 ".NET 6: 14.3 us)", expect=(100_000, 10_000), max_reps=3),
     "sync_over_async": dict(desc="seed 000: 4 x cores pool items block on one unfinished task, "
                                  "one more item completes it (fresh process, no warm-up); "
                                  "Mean = time until all have run", expect=None, timeline=True),
@@ -322,6 +339,46 @@ TPL_EXAMPLES = [
     ("barrier", "example_barrier", "eager pool, tpl::barrier", ["--policy", "eager", "--barrier", "cooperating"]),
     ("barrier", "example_barrier", "eager pool, bare std::barrier", ["--policy", "eager", "--barrier", "std"]),
 ]
+
+# tpl_micro_bench's groups (bench/micro/*.cpp, "Group/Method" names) -> description.
+MICRO_GROUPS: dict[str, str] = {
+    "async_generator": "one item of an async_generator whose body yields without waiting, and a "
+                       "whole generator of 1,000,000 ints",
+    "async_local": "async_local updates (seed 000: 4 locals x 1,000 updates, 62 ns and 144 B per "
+                   "update on .NET 7) and a task call with a value set",
+    "cancellation": "cancellation_token registrations and sources (seed 000: register + dispose "
+                    "35 ns; create + register + dispose 57 ns, 192 B)",
+    "channel": "channel operations on one thread (item there, waiting reader or writer) and 1M "
+               "items between two threads",
+    "async_mutex": "async_mutex lock / unlock: uncontended, in a coroutine, queued hand-over",
+    "async_manual_reset_event": "async_manual_reset_event: wait on a set event, pending wait + set",
+    "async_auto_reset_event": "async_auto_reset_event: set, then a wait that takes the signal",
+    "async_countdown_event": "async_countdown_event: signal to zero, reset",
+    "spin_lock": "spin_lock lock + unlock: uncontended, with owner tracking, 2 threads",
+    "reader_writer_lock": "reader_writer_lock enter + exit, uncontended (read, write)",
+    "spin_wait": "the first spin_once of a spin_wait (one calibrated spin unit)",
+    "task_sync": "synchronously completing coroutine calls + co_await (seed 000: async Task<T> of "
+                 "a default value 8-13 ns, 0 B)",
+    "cached_tasks": "completed tasks from the cache or the pool",
+    "yield": "co_await tpl::yield() on the default pool (seed 000: Task.Yield 866-919 ns, "
+             "96-112 B)",
+    "await": "await a pending task, then complete it (seed 003: awaiting adds ~4 us, ~300 B)",
+    "when_all": "when_all of 2 pending tasks, then complete both (seed 000: 161 ns, 264 B)",
+    "when_any": "when_any (seed 002: completed + pending 8.4 ns, pending + pending 150 ns; "
+                "seed 000: 3 pending 260 ns, 504 B)",
+    "continue_with": "continue_with(only_on_faulted | execute_synchronously), then set_result "
+                     "(seed 002: 106 ns, 112 B)",
+    "spawn": "co_await tpl::run(fn) from a pool thread",
+    "semaphore": "async_semaphore wait_async / release (seed 000: 100 WaitAsync + Release(100) "
+                 "69 us, 36 KB)",
+    "wait_async": "wait_async with a timeout on a completed task / a task that completes first",
+    "delay": "a 30 s delay completed by fake_time_provider::advance",
+    "timers": "system timers with 100,000 live ones: create + dispose, change",
+}
+
+
+def micro_description(group: str) -> str:
+    return MICRO_GROUPS.get(group, "")
 
 
 @dataclass
@@ -503,7 +560,7 @@ def run_entry(e: Entry, quick: bool, timeout: float) -> str | None:
             e.note = f"checksum {checksum}, the peers' {want}: not the same work?"
         elif checksum != want:
             return f"wrong checksum {checksum} (expected {want})"
-    elif checksum <= 0 and e.program.key != "tpl":
+    elif checksum <= 0 and e.program.key != "tpl" and not spec.get("any_checksum"):
         # (tpl's workloads check their own expected result and exit non-zero on a mismatch)
         return f"checksum {checksum} (expected the number of items run)"
     alloc = record.get("allocated_bytes")
@@ -583,18 +640,20 @@ def progress(msg: str) -> None:
 
 def run_groups(groups: dict[str, list[Entry]], reps: int, quick: bool, timeout: float,
                failures: list[str]) -> None:
-    total = sum(len(v) for v in groups.values()) * reps
+    total = sum(len(v) * min(reps, GROUPS.get(g, {}).get("max_reps", reps))
+                for g, v in groups.items())
     done = 0
     t_start = time.monotonic()
     for group, entries in groups.items():
         g0 = time.monotonic()
-        for rep in range(reps):
+        g_reps = min(reps, GROUPS.get(group, {}).get("max_reps", reps))
+        for rep in range(g_reps):
             for e in entries:  # interleaved: A B C A B C ...
                 done += 1
                 if e.error:
                     continue
                 el = time.monotonic() - t_start
-                progress(f"[{done}/{total} {el:5.0f} s] {group} round {rep + 1}/{reps}: "
+                progress(f"[{done}/{total} {el:5.0f} s] {group} round {rep + 1}/{g_reps}: "
                          f"{e.label}")
                 err = run_entry(e, quick, timeout)
                 if err:
@@ -605,7 +664,7 @@ def run_groups(groups: dict[str, list[Entry]], reps: int, quick: bool, timeout: 
         if sys.stderr.isatty():
             progress("")
             sys.stderr.write("\r\033[K")
-        print(f"   {group}: {len(entries)} methods x {reps} rounds in "
+        print(f"   {group}: {len(entries)} methods x {g_reps} rounds in "
               f"{time.monotonic() - g0:.1f} s", flush=True)
 
 
@@ -629,6 +688,7 @@ def summarize(group: str, entries: list[Entry], programs: list, tpl_present: boo
     skipped = [f"{p.runtime} ({p.skipped})" for p in programs if p.skipped]
     no_idiom = [p.runtime for p in programs if not p.skipped and p.key not in present]
     return {"description": GROUPS.get(group, {}).get("desc", ""), "rows": rows,
+            "checksum_label": GROUPS.get(group, {}).get("checksum_label"),
             "tpl": "present" if tpl_present else "not built yet",
             "skipped": skipped, "not_in_group": no_idiom}
 
@@ -674,6 +734,13 @@ def table_lines(headers: list[str], rows: list[list[str]]) -> list[str]:
 
 def group_footer(s: dict) -> list[str]:
     out = [f"Note: {r['runtime']} / {r['method']}: {r['note']}" for r in s["rows"] if r.get("note")]
+    label = s.get("checksum_label")
+    if label:
+        runtimes = [r["runtime"] for r in s["rows"]]
+        out.append(f"Checksums ({label}), per round: " + "; ".join(
+            (r["runtime"] if runtimes.count(r["runtime"]) == 1
+             else f"{r['runtime']} / {r['method']}")
+            + ": " + (", ".join(str(c) for c in r["checksums"]) or "-") for r in s["rows"]) + ".")
     if s["not_in_group"]:
         out.append("Not in this group (no program for it): " + ", ".join(s["not_in_group"]) + ".")
     if s["skipped"]:
@@ -783,11 +850,33 @@ def micro_markdown(micro: dict | None) -> list[str]:
         rows = [[e["method"], "tpl", fmt_time_ns(e["mean_ns"]), "-",
                  fmt_ratio(e["mean_ns"], base), fmt_bytes(e["bytes_per_op"]), "-"]
                 for e in entries]
-        out += [f"#### {group}", ""]
+        desc = micro_description(group)
+        out += [f"#### {group}", ""] + ([desc, ""] if desc else [])
         out += table_lines(["Method", "Runtime", "Mean", "Min-Max", "Ratio", "Allocated",
                             "Peak RSS"], rows)
         out.append("")
     return out
+
+
+def regen_docs() -> int:
+    """--regen-docs: README.md's figures and docs/benchmarks.md's descriptions, no runs."""
+    docs = REPO_ROOT / "docs" / "benchmarks.md"
+    saved = REPO_ROOT / "docs" / "bench-results.json"
+    text = docs.read_text()
+    if saved.exists():
+        results = json.loads(saved.read_text())
+        print(f"figures from {saved}")
+    else:
+        results = readme_figures.results_from_docs(text, DOC_BEGIN, DOC_END)
+        print(f"figures from the tables of {docs} (no {saved.name} yet)")
+    new = readme_figures.refresh_descriptions(
+        text, DOC_BEGIN, DOC_END, {g: spec.get("desc", "") for g, spec in GROUPS.items()},
+        MICRO_GROUPS)
+    if new != text:
+        docs.write_text(new)
+        print(f"group descriptions brought up to date in {docs}")
+    readme_figures.write_readme(results, REPO_ROOT / "README.md")
+    return 0
 
 
 # --------------------------------------------------------------------------- #
@@ -821,12 +910,18 @@ def main() -> int:
     ap.add_argument("--self-test", action="store_true",
                     help="harness test: every group, quick, 1 round, every available peer; "
                          "fails if a built program prints a malformed or wrong result")
+    ap.add_argument("--regen-docs", action="store_true",
+                    help="run nothing: regenerate README.md's figures region from the last full "
+                         "run (docs/bench-results.json, or docs/benchmarks.md's tables) and bring "
+                         "docs/benchmarks.md's group descriptions up to date")
     ap.add_argument("--command", default=None, help="the command line to quote in the docs")
     ap.add_argument("--micro-arg", action="append", default=[],
                     help="extra argument for tpl_micro_bench (repeatable)")
     ap.add_argument("-v", "--verbose", action="store_true", help="echo the programs' stdout")
     args = ap.parse_args()
 
+    if args.regen_docs:
+        return regen_docs()
     if args.self_test:
         args.quick = True
         args.no_plots = True
@@ -879,6 +974,10 @@ def main() -> int:
         rc, out, err, _, _ = _timed_child([str(micro), "--benchmark_list_tests"], {}, 120)
         if rc != 0 or not out.strip():
             failures.append(f"{MICRO_NAME} --benchmark_list_tests: {describe_rc(rc)}")
+        for group in sorted({split_name(n.strip())[0] for n in out.splitlines() if n.strip()}):
+            if not micro_description(group):
+                failures.append(f"micro-benchmark group {group}: no description "
+                                "(add it to MICRO_GROUPS in bench/run.py)")
 
     plots: list[str] = []
     if not args.no_workloads:
@@ -916,6 +1015,12 @@ def main() -> int:
             tpl_present = any(e.program.key == "tpl" for e in es)
             s = summarize(g, es, programs, tpl_present)
             results["groups"][g] = s
+            if not s["description"]:
+                msg = f"group {g}: no description (add it to GROUPS in bench/run.py)"
+                if args.self_test:
+                    failures.append(msg)
+                else:
+                    print(f"!! {msg}", file=sys.stderr)
             print()
             print(f"## {g}: {s['description']}")
             for line in group_table(g, s):
@@ -946,6 +1051,8 @@ def main() -> int:
     if args.docs:
         write_docs(results, micro_markdown(results["micro"]), plots,
                    REPO_ROOT / "docs" / "benchmarks.md")
+        readme_figures.save_results(results, REPO_ROOT / "docs" / "bench-results.json")
+        readme_figures.write_readme(results, REPO_ROOT / "README.md")
 
     print(f"total {results['elapsed_s'] / 60:.1f} min")
     if failures:

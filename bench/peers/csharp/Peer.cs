@@ -7,15 +7,19 @@
 // Compiled twice by Mono's mcs: for Mono (mscorlib) and, with -define:CORECLR, against the
 // framework assemblies of .NET Core 3.1 (PyPI's dotnetcore2), run on CoreCLR. Written as a C#
 // programmer would: async/await, Task.Run, TaskCompletionSource, Task.WhenAll, Parallel.For,
-// System.Threading.Channels (CoreCLR only: Mono's class library has none).
+// System.Threading.Channels (CoreCLR only: Mono's class library has none). mcs knows C# 7 at most:
+// the async iterator of async_generator is written out as the C# 8 compiler lowers it.
 using System;
+using System.Buffers;
 using System.Collections.Concurrent;
 using System.Collections.Generic;
 using System.Diagnostics;
 using System.Globalization;
+using System.Runtime.CompilerServices;
 using System.Text;
 using System.Threading;
 using System.Threading.Tasks;
+using System.Threading.Tasks.Sources;
 #if CORECLR
 using System.Threading.Channels;
 #endif
@@ -360,6 +364,176 @@ static class Peer
         return n;
     }
 
+    // ---- for_async_delay_100: seed 000's Parallel.ForAsync(0, 100, async (i, ct) => await Task.Delay(1)) ----
+    // .NET Core 3.1 and Mono have no Parallel.ForAsync (.NET 8): this is its shape. `degree` workers
+    // (Task.Run) each take the next index with one Interlocked.Increment and await the body; the
+    // default degree is Environment.ProcessorCount, as ForAsync's.
+    static async Task ForAsyncWorker(int[] next, int toExclusive, Func<int, Task> body)
+    {
+        int i;
+        while ((i = Interlocked.Increment(ref next[0]) - 1) < toExclusive) await body(i);
+    }
+
+    static long ForAsyncDelay(int n, int degree)
+    {
+        long ran = 0;
+        var next = new int[1];
+        Func<int, Task> body = async i => { await Task.Delay(1); Interlocked.Increment(ref ran); };
+        var workers = new Task[degree];
+        for (int w = 0; w < degree; w++) workers[w] = Task.Run(() => ForAsyncWorker(next, n, body));
+        Task.WaitAll(workers);
+        return Interlocked.Read(ref ran);
+    }
+
+    // ---- multiple_serial: seed 000's MultipleSerial (ArrayPool rent/clear x 8, Task.Yield, return x 8) ----
+    static readonly byte[][] NestedArrays = new byte[8][];
+
+    [MethodImpl(MethodImplOptions.NoInlining)]
+    static byte IterateAll(byte[] arr)
+    {
+        byte ret = default(byte);
+        foreach (byte item in arr) ret = item;
+        return ret;
+    }
+
+    static async Task<long> MultipleSerial(int iterations)
+    {
+        long checksum = 0;
+        for (int i = 0; i < iterations; i++)
+        {
+            for (int j = 0; j < NestedArrays.Length; j++)
+            {
+                NestedArrays[j] = ArrayPool<byte>.Shared.Rent(4096);
+                NestedArrays[j].AsSpan().Clear();
+            }
+            await Task.Yield();
+            for (int j = NestedArrays.Length - 1; j >= 0; j--)
+            {
+                checksum += IterateAll(NestedArrays[j]);
+                ArrayPool<byte>.Shared.Return(NestedArrays[j]);
+            }
+            checksum++;
+        }
+        return checksum;
+    }
+
+    // ---- rw_lock_stress: seed 000's ReaderWriterLockSlim program, 2 s (quick 0.3 s) instead of 10 s ----
+    static long RwLockStress(bool quick)
+    {
+        int ms = quick ? 300 : 2000, env;
+        if (int.TryParse(Environment.GetEnvironmentVariable("TPL_BENCH_RW_MS"), out env) && env > 0) ms = env;
+        var rwl = new ReaderWriterLockSlim();
+        var tasks = new Task[100];
+        long count = 0, acquisitions = 0, maxTicks = 0;
+        DateTime end = DateTime.UtcNow + TimeSpan.FromMilliseconds(ms);
+        while (DateTime.UtcNow < end)
+        {
+            for (int i = 0; i < 100; ++i)
+            {
+                tasks[i] = Task.Run(() =>
+                {
+                    var sw = Stopwatch.StartNew();
+                    rwl.EnterReadLock();
+                    rwl.ExitReadLock();
+                    sw.Stop();
+                    Interlocked.Increment(ref acquisitions);
+                    if (sw.ElapsedMilliseconds >= 10) Interlocked.Increment(ref count);
+                    long t = sw.ElapsedTicks, seen;
+                    while (t > (seen = Interlocked.Read(ref maxTicks)) && Interlocked.CompareExchange(ref maxTicks, t, seen) != seen) { }
+                });
+            }
+            Task.WaitAll(tasks);
+        }
+        Console.Error.WriteLine(string.Format(CultureInfo.InvariantCulture,
+            "  rw_lock_stress: {0} acquisitions, longest {1:F1} us, {2} took >= 10 ms",
+            acquisitions, maxTicks * 1e6 / Stopwatch.Frequency, count));
+        return count;
+    }
+
+    // ---- async_generator: `await foreach` over an async iterator of n ints ------------------------------
+    // What the C# 8 compiler makes of
+    //     static async IAsyncEnumerable<int> Ints(int n) { for (int i = 0; i < n; i++) yield return i; }
+    // (mcs predates C# 8): the state machine runs through AsyncIteratorMethodBuilder, MoveNextAsync's
+    // ValueTask<bool> is backed by a ManualResetValueTaskSourceCore<bool> and comes back completed
+    // when the body reaches its next `yield return` without waiting, as here.
+    sealed class IntsIterator : IAsyncEnumerable<int>, IAsyncEnumerator<int>, IValueTaskSource<bool>, IAsyncStateMachine
+    {
+        const int NotStarted = -3, Running = -1, Finished = -2, AtYield = -4;
+        readonly int n;
+        int state = NotStarted, i, current;
+        AsyncIteratorMethodBuilder builder = AsyncIteratorMethodBuilder.Create();
+        ManualResetValueTaskSourceCore<bool> promise;
+
+        public IntsIterator(int n) { this.n = n; }
+
+        public IAsyncEnumerator<int> GetAsyncEnumerator(CancellationToken token) { return this; }
+        public int Current { get { return current; } }
+
+        public ValueTask<bool> MoveNextAsync()
+        {
+            if (state == Finished) return default(ValueTask<bool>);
+            promise.Reset();
+            var self = this;
+            builder.MoveNext(ref self);
+            short version = promise.Version;
+            if (promise.GetStatus(version) == ValueTaskSourceStatus.Succeeded)
+                return new ValueTask<bool>(promise.GetResult(version));
+            return new ValueTask<bool>(this, version);
+        }
+
+        void IAsyncStateMachine.MoveNext()
+        {
+            try
+            {
+                if (state == NotStarted) i = 0;
+                else ++i;  // resumed after a yield return
+                state = Running;
+                if (i < n)
+                {
+                    current = i;
+                    state = AtYield;
+                    promise.SetResult(true);
+                    return;
+                }
+            }
+            catch (Exception e)
+            {
+                state = Finished;
+                builder.Complete();
+                promise.SetException(e);
+                return;
+            }
+            state = Finished;
+            builder.Complete();
+            promise.SetResult(false);
+        }
+
+        void IAsyncStateMachine.SetStateMachine(IAsyncStateMachine machine) { }
+        public ValueTask DisposeAsync() { state = Finished; return default(ValueTask); }
+        bool IValueTaskSource<bool>.GetResult(short token) { return promise.GetResult(token); }
+        ValueTaskSourceStatus IValueTaskSource<bool>.GetStatus(short token) { return promise.GetStatus(token); }
+        void IValueTaskSource<bool>.OnCompleted(Action<object> continuation, object st, short token, ValueTaskSourceOnCompletedFlags flags)
+        {
+            promise.OnCompleted(continuation, st, token, flags);
+        }
+    }
+
+    // `long sum = 0; await foreach (int v in Ints(n)) sum += v;` as the compiler lowers it.
+    static async Task<long> SumAwaitForeach(int n)
+    {
+        long sum = 0;
+        IAsyncEnumerator<int> e = new IntsIterator(n).GetAsyncEnumerator(default(CancellationToken));
+        try
+        {
+            while (await e.MoveNextAsync()) sum += e.Current;
+        }
+        finally
+        {
+            if (e != null) await e.DisposeAsync();
+        }
+        return sum;
+    }
+
     static List<Method> Methods()
     {
         var m = new List<Method>();
@@ -398,6 +572,15 @@ static class Peer
 #endif
         m.Add(new Method("sync_over_async", "Task.Run + tcs.Task.Wait() (seed 000)", (q, r) => SyncOverAsync(r), true));
         m.Add(new Method("barrier", "QueueUserWorkItem + Barrier (seed 000)", (q, r) => BarrierRun(r), true));
+        m.Add(new Method("for_async_delay_100", "ForAsync shape @ProcessorCount, await Task.Delay(1)", (q, r) => ForAsyncDelay(100, Environment.ProcessorCount)));
+        m.Add(new Method("for_async_delay_100", "ForAsync shape @100, await Task.Delay(1)", (q, r) => ForAsyncDelay(100, 100)));
+#if CORECLR
+        // Not on Mono: its JIT spends ~50 us an iteration in IterateAll's byte loop (6 s a run), a
+        // figure about its code generation, not its pool.
+        m.Add(new Method("multiple_serial", "ArrayPool rent/clear x 8, Task.Yield, return x 8 (seed 000)", (q, r) => MultipleSerial(Pick(q, 100000, 10000)).Result));
+#endif
+        m.Add(new Method("rw_lock_stress", "ReaderWriterLockSlim, 100 Task.Run a round (seed 000)", (q, r) => RwLockStress(q)));
+        m.Add(new Method("async_generator", "await foreach over an async iterator (lowered by hand)", (q, r) => SumAwaitForeach(Pick(q, 1000000, 100000)).Result));
         return m;
     }
 

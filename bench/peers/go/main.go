@@ -10,8 +10,10 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"iter"
 	"os"
 	"runtime"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -281,6 +283,140 @@ func barrier(rec *recorder) int64 {
 	return ran.Load()
 }
 
+// ---- for_async_delay_100: seed 000's Parallel.ForAsync over 100 bodies of Task.Delay(1) ----------
+// Go has no parallel loop: `degree` goroutines take the next index from a shared counter until
+// none is left (how .NET's ForAsync and tpl's for_async hand out indices), and each body sleeps
+// 1 ms (a goroutine blocked in time.Sleep holds no thread).
+func forAsyncDelay(n, degree int) int64 {
+	var next, ran atomic.Int64
+	var wg sync.WaitGroup
+	for w := 0; w < degree; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for int(next.Add(1)-1) < n {
+				time.Sleep(time.Millisecond)
+				ran.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	return ran.Load()
+}
+
+// ---- multiple_serial: seed 000's MultipleSerial -------------------------------------------------
+// sync.Pool stands in for ArrayPool<byte>.Shared (per-P caches), runtime.Gosched() for Task.Yield.
+var bufferPool = sync.Pool{New: func() any { b := make([]byte, 4096); return &b }}
+
+//go:noinline
+func iterateAll(a []byte) byte {
+	var ret byte
+	for _, v := range a {
+		ret = v
+	}
+	return ret
+}
+
+func multipleSerial(iterations int) int64 {
+	var nested [8]*[]byte
+	var checksum int64
+	for i := 0; i < iterations; i++ {
+		for j := range nested {
+			nested[j] = bufferPool.Get().(*[]byte)
+			clear(*nested[j])
+		}
+		runtime.Gosched()
+		for j := len(nested) - 1; j >= 0; j-- {
+			checksum += int64(iterateAll(*nested[j]))
+			bufferPool.Put(nested[j])
+		}
+		checksum++
+	}
+	return checksum
+}
+
+// ---- rw_lock_stress: seed 000's ReaderWriterLockSlim program with sync.RWMutex ----------------------
+// Rounds of 100 goroutines that each take and release a read lock, for 2 s (quick: 0.3 s;
+// TPL_BENCH_RW_MS overrides, as for tpl). Checksum: acquisitions that took 10 ms or more.
+func rwDuration(quick bool) time.Duration {
+	if v, err := strconv.Atoi(os.Getenv("TPL_BENCH_RW_MS")); err == nil && v > 0 {
+		return time.Duration(v) * time.Millisecond
+	}
+	if quick {
+		return 300 * time.Millisecond
+	}
+	return 2 * time.Second
+}
+
+func rwLockStress(quick bool) int64 {
+	var rwl sync.RWMutex
+	var acquisitions, slow, maxNs atomic.Int64
+	end := time.Now().Add(rwDuration(quick))
+	for time.Now().Before(end) {
+		var wg sync.WaitGroup
+		for i := 0; i < 100; i++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				t0 := time.Now()
+				rwl.RLock()
+				rwl.RUnlock()
+				ns := time.Since(t0).Nanoseconds()
+				acquisitions.Add(1)
+				if ns >= 10_000_000 {
+					slow.Add(1)
+				}
+				for seen := maxNs.Load(); ns > seen && !maxNs.CompareAndSwap(seen, ns); seen = maxNs.Load() {
+				}
+			}()
+		}
+		wg.Wait()
+	}
+	fmt.Fprintf(os.Stderr, "  rw_lock_stress: %d acquisitions, longest %.1f us, %d took >= 10 ms\n",
+		acquisitions.Load(), float64(maxNs.Load())/1000, slow.Load())
+	return slow.Load()
+}
+
+// ---- async_generator: Go's generator idiom, a goroutine ranging into a channel -----------------
+func intsChan(n, capacity int) <-chan int {
+	ch := make(chan int, capacity)
+	go func() {
+		for i := 0; i < n; i++ {
+			ch <- i
+		}
+		close(ch)
+	}()
+	return ch
+}
+
+func sumChan(n, capacity int) int64 {
+	var sum int64
+	for v := range intsChan(n, capacity) {
+		sum += int64(v)
+	}
+	return sum
+}
+
+// Go 1.23's range-over-func iterator: synchronous (the body runs inside the loop's call), the
+// floor of a pull-based stream with no waiting in the body.
+func intsSeq(n int) iter.Seq[int] {
+	return func(yield func(int) bool) {
+		for i := 0; i < n; i++ {
+			if !yield(i) {
+				return
+			}
+		}
+	}
+}
+
+func sumSeq(n int) int64 {
+	var sum int64
+	for v := range intsSeq(n) {
+		sum += int64(v)
+	}
+	return sum
+}
+
 var methods = []method{
 	{group: "chain_channels", name: "goroutine + unbuffered chan per link", run: func(q bool, _ *recorder) int64 { return chainChannels(pick(q, 1000000, 100000)) }},
 	{group: "skynet", name: "goroutines + chan", run: func(q bool, _ *recorder) int64 {
@@ -304,6 +440,13 @@ var methods = []method{
 	{group: "channel_mpmc_bounded", name: "chan cap 1024, 2x2 goroutines", run: func(q bool, _ *recorder) int64 { return channelRun(pick(q, 10000000, 1000000), 2, 2, 1024) }},
 	{group: "sync_over_async", name: "goroutines block on a chan", noWarmup: true, run: func(_ bool, r *recorder) int64 { return syncOverAsync(r) }},
 	{group: "barrier", name: "goroutines + WaitGroup barrier", noWarmup: true, run: func(_ bool, r *recorder) int64 { return barrier(r) }},
+	{group: "for_async_delay_100", name: "GOMAXPROCS goroutines take indices, time.Sleep(1 ms)", run: func(_ bool, _ *recorder) int64 { return forAsyncDelay(100, runtime.GOMAXPROCS(0)) }},
+	{group: "for_async_delay_100", name: "100 goroutines take indices, time.Sleep(1 ms)", run: func(_ bool, _ *recorder) int64 { return forAsyncDelay(100, 100) }},
+	{group: "multiple_serial", name: "8 x sync.Pool Get + clear 4 KiB, Gosched, 8 x Put", run: func(q bool, _ *recorder) int64 { return multipleSerial(pick(q, 100000, 10000)) }},
+	{group: "rw_lock_stress", name: "sync.RWMutex, 100 goroutines a round", run: func(q bool, _ *recorder) int64 { return rwLockStress(q) }},
+	{group: "async_generator", name: "goroutine + unbuffered chan, for range", run: func(q bool, _ *recorder) int64 { return sumChan(pick(q, 1000000, 100000), 0) }},
+	{group: "async_generator", name: "goroutine + chan cap 1024, for range", run: func(q bool, _ *recorder) int64 { return sumChan(pick(q, 1000000, 100000), 1024) }},
+	{group: "async_generator", name: "iter.Seq range-over-func (synchronous)", run: func(q bool, _ *recorder) int64 { return sumSeq(pick(q, 1000000, 100000)) }},
 }
 
 func main() {

@@ -283,6 +283,66 @@ public final class Peer {
     return n;
   }
 
+  // ---- for_async_delay_100: seed 000's Parallel.ForAsync over 100 bodies of Task.Delay(1) -----------
+  // `degree` virtual threads take the next index from a shared counter until none is left (how
+  // .NET's ForAsync and tpl's for_async hand out indices); each body sleeps 1 ms (a sleeping
+  // virtual thread holds no carrier thread).
+  static long forAsyncDelay(int n, int degree) throws Exception {
+    java.util.concurrent.atomic.AtomicInteger next = new java.util.concurrent.atomic.AtomicInteger();
+    java.util.concurrent.atomic.AtomicLong ran = new java.util.concurrent.atomic.AtomicLong();
+    List<Thread> workers = new ArrayList<>(degree);
+    for (int w = 0; w < degree; w++) {
+      workers.add(Thread.ofVirtual().start(() -> {
+        try {
+          while (next.getAndIncrement() < n) {
+            Thread.sleep(1);
+            ran.incrementAndGet();
+          }
+        } catch (InterruptedException e) {
+          throw new RuntimeException(e);
+        }
+      }));
+    }
+    for (Thread t : workers) t.join();
+    return ran.get();
+  }
+
+  // ---- rw_lock_stress: seed 000's ReaderWriterLockSlim program with ReentrantReadWriteLock --------------
+  // Rounds of 100 common-pool tasks that each take and release a read lock, for 2 s (quick: 0.3 s;
+  // TPL_BENCH_RW_MS overrides, as for tpl). Checksum: acquisitions that took 10 ms or more.
+  static long rwLockStress(boolean quick) {
+    long ms = quick ? 300 : 2000;
+    try {
+      long v = Long.parseLong(System.getenv().getOrDefault("TPL_BENCH_RW_MS", ""));
+      if (v > 0) ms = v;
+    } catch (NumberFormatException e) {
+      // not set: the default length
+    }
+    var rwl = new java.util.concurrent.locks.ReentrantReadWriteLock();
+    var acquisitions = new java.util.concurrent.atomic.AtomicLong();
+    var slow = new java.util.concurrent.atomic.AtomicLong();
+    var maxNs = new java.util.concurrent.atomic.AtomicLong();
+    long end = System.nanoTime() + ms * 1_000_000L;
+    CompletableFuture<?>[] tasks = new CompletableFuture<?>[100];
+    while (System.nanoTime() < end) {
+      for (int i = 0; i < tasks.length; i++) {
+        tasks[i] = CompletableFuture.runAsync(() -> {
+          long t0 = System.nanoTime();
+          rwl.readLock().lock();
+          rwl.readLock().unlock();
+          long ns = System.nanoTime() - t0;
+          acquisitions.incrementAndGet();
+          if (ns >= 10_000_000L) slow.incrementAndGet();
+          maxNs.accumulateAndGet(ns, Math::max);
+        });
+      }
+      CompletableFuture.allOf(tasks).join();
+    }
+    System.err.printf(java.util.Locale.ROOT, "  rw_lock_stress: %d acquisitions, longest %.1f us, %d took >= 10 ms%n",
+        acquisitions.get(), maxNs.get() / 1000.0, slow.get());
+    return slow.get();
+  }
+
   static final List<Method> METHODS = List.of(
       new Method("chain", "CompletableFuture.thenApply per link", (q, r) -> chain(pick(q, 1_000_000, 100_000))),
       new Method("chain_channels", "virtual thread + SynchronousQueue per link", (q, r) -> chainChannels(pick(q, 1_000_000, 100_000))),
@@ -304,7 +364,10 @@ public final class Peer {
       new Method("sync_over_async", "common ForkJoinPool, CompletableFuture.join", (q, r) -> syncOverAsyncPool(r), true),
       new Method("sync_over_async", "virtual threads, CompletableFuture.join", (q, r) -> syncOverAsyncVirtual(r), true),
       new Method("barrier", "cached thread pool + CyclicBarrier", (q, r) -> barrier(r, Executors.newCachedThreadPool()), true),
-      new Method("barrier", "virtual threads + CyclicBarrier", (q, r) -> barrier(r, Executors.newVirtualThreadPerTaskExecutor()), true));
+      new Method("barrier", "virtual threads + CyclicBarrier", (q, r) -> barrier(r, Executors.newVirtualThreadPerTaskExecutor()), true),
+      new Method("for_async_delay_100", "cores virtual threads take indices, sleep(1 ms)", (q, r) -> forAsyncDelay(100, cores())),
+      new Method("for_async_delay_100", "100 virtual threads take indices, sleep(1 ms)", (q, r) -> forAsyncDelay(100, 100)),
+      new Method("rw_lock_stress", "ReentrantReadWriteLock, 100 common-pool tasks a round", (q, r) -> rwLockStress(q)));
 
   static long allocated() {
     try {

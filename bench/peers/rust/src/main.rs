@@ -6,11 +6,12 @@
 //!
 //! Written as a tokio user would: the multi-thread runtime (one worker per core), spawned
 //! tasks, JoinHandles, tokio::sync channels; async-channel where an MPMC channel is needed
-//! (tokio has none).
+//! (tokio has none); async-stream and futures' stream combinators for async streams.
+use futures::StreamExt;
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -360,6 +361,98 @@ async fn barrier(rec: Recorder) -> i64 {
     n
 }
 
+// ---- for_async_delay_100: seed 000's Parallel.ForAsync over 100 bodies of Task.Delay(1) ---------------
+// `degree` spawned tasks take the next index from a shared counter until none is left (how .NET's
+// ForAsync and tpl's for_async hand out indices); each body awaits a 1 ms tokio sleep.
+async fn for_async_delay(n: i64, degree: i64) -> i64 {
+    let next = Arc::new(AtomicI64::new(0));
+    let ran = Arc::new(AtomicI64::new(0));
+    let workers: Vec<_> = (0..degree)
+        .map(|_| {
+            let (next, ran) = (next.clone(), ran.clone());
+            tokio::spawn(async move {
+                while next.fetch_add(1, Ordering::Relaxed) < n {
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                    ran.fetch_add(1, Ordering::Relaxed);
+                }
+            })
+        })
+        .collect();
+    for w in workers {
+        w.await.unwrap();
+    }
+    ran.load(Ordering::Relaxed)
+}
+
+// ---- rw_lock_stress: seed 000's ReaderWriterLockSlim program with std::sync::RwLock ----------------
+// Rounds of 100 spawned tasks that each take and release a read lock (a short critical section:
+// tokio's advice is the std lock), for 2 s (quick: 0.3 s; TPL_BENCH_RW_MS overrides, as for tpl).
+// Checksum: acquisitions that took 10 ms or more.
+async fn rw_lock_stress(quick: bool) -> i64 {
+    let ms = std::env::var("TPL_BENCH_RW_MS").ok().and_then(|v| v.parse::<u64>().ok()).filter(|v| *v > 0);
+    let duration = Duration::from_millis(ms.unwrap_or(if quick { 300 } else { 2000 }));
+    let lock = Arc::new(std::sync::RwLock::new(()));
+    let (acquisitions, slow, max_ns) = (Arc::new(AtomicI64::new(0)), Arc::new(AtomicI64::new(0)), Arc::new(AtomicI64::new(0)));
+    let end = Instant::now() + duration;
+    while Instant::now() < end {
+        let round: Vec<_> = (0..100)
+            .map(|_| {
+                let (lock, acquisitions, slow, max_ns) = (lock.clone(), acquisitions.clone(), slow.clone(), max_ns.clone());
+                tokio::spawn(async move {
+                    let t0 = Instant::now();
+                    drop(lock.read().unwrap());
+                    let ns = t0.elapsed().as_nanos() as i64;
+                    acquisitions.fetch_add(1, Ordering::Relaxed);
+                    if ns >= 10_000_000 {
+                        slow.fetch_add(1, Ordering::Relaxed);
+                    }
+                    max_ns.fetch_max(ns, Ordering::Relaxed);
+                })
+            })
+            .collect();
+        for t in round {
+            t.await.unwrap();
+        }
+    }
+    eprintln!(
+        "  rw_lock_stress: {} acquisitions, longest {:.1} us, {} took >= 10 ms",
+        acquisitions.load(Ordering::Relaxed),
+        max_ns.load(Ordering::Relaxed) as f64 / 1000.0,
+        slow.load(Ordering::Relaxed)
+    );
+    slow.load(Ordering::Relaxed)
+}
+
+// ---- async_generator: an async stream of n ints, summed by the consumer ---------------------------------
+// The generator's body yields without waiting, as tpl's and C#'s: the per-item cost of the stream.
+fn ints_stream(n: i64) -> impl futures::Stream<Item = i64> {
+    async_stream::stream! {
+        for i in 0..n {
+            yield i;
+        }
+    }
+}
+
+async fn sum_async_stream(n: i64) -> i64 {
+    let s = ints_stream(n);
+    futures::pin_mut!(s);
+    let mut sum = 0;
+    while let Some(v) = s.next().await {
+        sum += v;
+    }
+    sum
+}
+
+async fn sum_unfold(n: i64) -> i64 {
+    let s = futures::stream::unfold(0i64, move |i| async move { if i < n { Some((i, i + 1)) } else { None } });
+    futures::pin_mut!(s);
+    let mut sum = 0;
+    while let Some(v) = s.next().await {
+        sum += v;
+    }
+    sum
+}
+
 // ---- the method table --------------------------------------------------------------------------
 type Run = fn(bool, Recorder) -> BoxFut<i64>;
 struct Method {
@@ -393,6 +486,11 @@ fn methods() -> Vec<Method> {
         m("channel_mpmc_unbounded", "async-channel unbounded", |q, _| Box::pin(mpmc(pick(q, 10_000_000, 1_000_000), None))),
         Method { group: "sync_over_async", name: "spawn_blocking items block on a watch", run: |_, r| Box::pin(sync_over_async(r)), no_warmup: true },
         Method { group: "barrier", name: "spawn_blocking + std Barrier", run: |_, r| Box::pin(barrier(r)), no_warmup: true },
+        m("for_async_delay_100", "cores tasks take indices, sleep(1 ms)", |_, _| Box::pin(for_async_delay(100, cores()))),
+        m("for_async_delay_100", "100 tasks take indices, sleep(1 ms)", |_, _| Box::pin(for_async_delay(100, 100))),
+        m("rw_lock_stress", "std RwLock, 100 spawned tasks a round", |q, _| Box::pin(rw_lock_stress(q))),
+        m("async_generator", "async-stream stream! + StreamExt::next", |q, _| Box::pin(sum_async_stream(pick(q, 1_000_000, 100_000)))),
+        m("async_generator", "futures::stream::unfold + StreamExt::next", |q, _| Box::pin(sum_unfold(pick(q, 1_000_000, 100_000)))),
     ]
 }
 
