@@ -94,7 +94,7 @@ class [[nodiscard]] value_task {
     return v;
   }
 
-  bool valid() const noexcept { return kind_ != kind::empty && kind_ < kind::awaiting; }
+  bool valid() const noexcept { return kind_ != kind::empty && kind_ < kind::source_awaiting; }
   bool is_completed() const {
     check("is_completed()");
     if (TPL_UNLIKELY(kind_ == kind::source)) return source_->get_status(token_) != task_status::running;
@@ -134,8 +134,12 @@ class [[nodiscard]] value_task {
   auto operator co_await() && noexcept { return awaiter{this}; }
 
  private:
-  // Ordered: the kinds from `awaiting` on can no longer be used (check()).
-  enum class kind : unsigned char { empty, value, state, source, awaiting, source_awaiting, consumed };
+  // Ordered so that each question is one comparison: the two source kinds are adjacent
+  // (is_source()), and the kinds from source_awaiting on can no longer be used (check()).
+  enum class kind : unsigned char { empty, value, state, source, source_awaiting, awaiting, consumed };
+  bool is_source() const noexcept {
+    return static_cast<unsigned char>(static_cast<unsigned char>(kind_) - static_cast<unsigned char>(kind::source)) <= 1;
+  }
 
   struct awaiter : detail::waiter {
     value_task* vt;
@@ -168,7 +172,7 @@ class [[nodiscard]] value_task {
   };
 
   void check(const char* op) const {
-    if (kind_ >= kind::awaiting) detail::throw_value_task_consumed(op);
+    if (kind_ >= kind::source_awaiting) detail::throw_value_task_consumed(op);
     if (kind_ == kind::empty) detail::throw_empty_task(op);
   }
 
@@ -184,7 +188,7 @@ class [[nodiscard]] value_task {
         return v;
       }
     }
-    if (TPL_UNLIKELY(kind_ == kind::source || kind_ == kind::source_awaiting)) {
+    if (TPL_UNLIKELY(is_source())) {
       value_task_source<T>* src = source_;
       state_ = nullptr;  // the empty and consumed kinds keep state_ null
       kind_ = kind::consumed;
@@ -207,7 +211,7 @@ class [[nodiscard]] value_task {
     if (kind_ == kind::value) {
       if constexpr (!std::is_void_v<T>) value_.~stored_t();
       state_ = nullptr;
-    } else if (TPL_UNLIKELY(kind_ == kind::source || kind_ == kind::source_awaiting)) {
+    } else if (TPL_UNLIKELY(is_source())) {
       state_ = nullptr;  // an operation nobody awaits: the source's owner deals with it
     } else if (state_ != nullptr) {
       state_->release();
@@ -224,7 +228,7 @@ class [[nodiscard]] value_task {
         o.value_.~stored_t();
       }
       o.state_ = nullptr;
-    } else if (TPL_UNLIKELY(o.kind_ == kind::source || o.kind_ == kind::source_awaiting)) {
+    } else if (TPL_UNLIKELY(o.is_source())) {
       source_ = o.source_;
       token_ = o.token_;
       o.state_ = nullptr;
@@ -235,7 +239,9 @@ class [[nodiscard]] value_task {
   }
 
   kind kind_ = kind::empty;
-  std::uint32_t token_ = 0;  // kind::source: the operation's token (sits in kind_'s padding)
+  // The source kinds' operation token, in kind_'s padding; set (and read) only for those kinds, so
+  // the other kinds' constructors do not store it.
+  std::uint32_t token_;
   union {
     stored_t value_;
     detail::task_state<T>* state_ = nullptr;
