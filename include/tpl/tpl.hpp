@@ -39,3 +39,5 @@
 #include "tpl/channel.hpp"
 #include "tpl/async_generator.hpp"
 #include "tpl/when_each.hpp"
+#include "tpl/concurrent_exclusive_scheduler_pair.hpp"
+#include "tpl/value_task_source.hpp"
