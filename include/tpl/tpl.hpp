@@ -41,3 +41,4 @@
 #include "tpl/when_each.hpp"
 #include "tpl/concurrent_exclusive_scheduler_pair.hpp"
 #include "tpl/value_task_source.hpp"
+#include "tpl/wait_all.hpp"
