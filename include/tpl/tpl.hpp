@@ -42,3 +42,4 @@
 #include "tpl/concurrent_exclusive_scheduler_pair.hpp"
 #include "tpl/value_task_source.hpp"
 #include "tpl/wait_all.hpp"
+#include "tpl/unobserved_task_exception.hpp"
