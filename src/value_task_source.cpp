@@ -15,14 +15,4 @@ void throw_stale_value_task_token(std::uint32_t token, std::uint32_t version) {
                           " (awaited twice, or awaited after the source was reset)");
 }
 
-bool is_cancellation(const std::exception_ptr& e) noexcept {
-  try {
-    std::rethrow_exception(e);
-  } catch (const operation_canceled&) {
-    return true;
-  } catch (...) {
-    return false;
-  }
-}
-
 }  // namespace tpl::detail

@@ -93,7 +93,6 @@ class value_task_source {
 namespace detail {
 [[noreturn]] void throw_value_task_source_misuse(const char* what);
 [[noreturn]] void throw_stale_value_task_token(std::uint32_t token, std::uint32_t version);
-bool is_cancellation(const std::exception_ptr& e) noexcept;
 }  // namespace detail
 
 /// The reusable core of a value_task_source (.NET ManualResetValueTaskSourceCore<T>): one operation
@@ -167,7 +166,7 @@ class manual_reset_value_task_source_core {
   void set_exception(std::exception_ptr e) {
     if (TPL_UNLIKELY(completion_signaled_)) detail::throw_value_task_source_misuse("set_exception on a completed operation");
     if (TPL_UNLIKELY(e == nullptr)) detail::throw_value_task_source_misuse("set_exception with a null exception_ptr");
-    status_ = detail::is_cancellation(e) ? task_status::canceled : task_status::faulted;
+    status_ = detail::is_operation_canceled(e) ? task_status::canceled : task_status::faulted;
     error_ = std::move(e);
     has_error_ = true;
     signal_completion();
