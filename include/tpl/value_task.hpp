@@ -14,7 +14,7 @@
 //   tpl::value_task<int> twice(int x) { co_return 2 * x; } // a coroutine works too
 //
 //   int v = co_await cached_or_load(3);
-//   tpl::value_task<int> receive() { return tpl::value_task<int>(my_source, my_source.version()); }
+//   tpl::value_task<int> receive() { return tpl::value_task<int>(my_source, my_core.version()); }  // pooled
 #pragma once
 
 #include <coroutine>
