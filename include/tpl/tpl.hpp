@@ -40,3 +40,7 @@
 #include "tpl/channel.hpp"
 #include "tpl/async_generator.hpp"
 #include "tpl/when_each.hpp"
+#include "tpl/concurrent_exclusive_scheduler_pair.hpp"
+#include "tpl/value_task_source.hpp"
+#include "tpl/wait_all.hpp"
+#include "tpl/unobserved_task_exception.hpp"

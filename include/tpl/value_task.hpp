@@ -1,6 +1,9 @@
 // tpl/value_task.hpp — tpl::value_task<T>: the cheaper, single-await task (.NET ValueTask<T>).
 //
-// A value_task either holds a result directly (no allocation at all) or owns a running task.
+// A value_task holds a result directly (no allocation at all), owns a running task, or names an
+// operation of a reusable value_task_source (tpl/value_task_source.hpp: a pooled object that
+// completes many operations in turn, each without allocating; the source checks the operation's
+// token, so a stale value_task throws instead of returning another operation's result).
 // It is move-only and may be awaited once: awaiting it again, or waiting on it after awaiting,
 // throws invalid_operation (in every build, not only Debug). Convert with as_task() to share it.
 //
@@ -11,13 +14,17 @@
 //   tpl::value_task<int> twice(int x) { co_return 2 * x; } // a coroutine works too
 //
 //   int v = co_await cached_or_load(3);
+//   tpl::value_task<int> receive() { return tpl::value_task<int>(my_source, my_core.version()); }  // pooled
 #pragma once
 
+#include <coroutine>
+#include <cstdint>
 #include <new>
 #include <type_traits>
 #include <utility>
 
 #include "tpl/task.hpp"
+#include "tpl/value_task_source.hpp"
 
 namespace tpl {
 
@@ -31,6 +38,8 @@ class value_task_promise final : public value_promise<T, value_task_promise<T>> 
   value_task<T> get_return_object() noexcept;
 };
 [[noreturn]] void throw_value_task_consumed(const char* operation);
+template <class T>
+task<T> source_value_task_as_task(value_task<T> vt);
 }  // namespace detail
 
 template <class T>
@@ -58,6 +67,11 @@ class [[nodiscard]] value_task {
     state_->add_ref();
   }
   value_task(detail::adopt_state_t, detail::task_state<T>* s) noexcept : kind_(kind::state), state_(s) {}
+  /// Names operation `token` of a reusable source (.NET new ValueTask<T>(IValueTaskSource<T>,
+  /// short)). The source must outlive the await; nothing is allocated.
+  value_task(value_task_source<T>& source, std::uint32_t token) noexcept : kind_(kind::source), token_(token) {
+    source_ = &source;
+  }
 
   value_task(value_task&& o) noexcept(std::is_nothrow_move_constructible_v<stored_t>) {
     move_from(o);
@@ -80,15 +94,18 @@ class [[nodiscard]] value_task {
     return v;
   }
 
-  bool valid() const noexcept { return kind_ == kind::value || kind_ == kind::state; }
+  bool valid() const noexcept { return kind_ != kind::empty && kind_ < kind::source_awaiting; }
   bool is_completed() const {
     check("is_completed()");
+    if (TPL_UNLIKELY(kind_ == kind::source)) return source_->get_status(token_) != task_status::running;
     return kind_ == kind::value || state_->is_completed();
   }
 
   /// Blocks for the result and consumes the value_task. Throws the task's first exception.
   T get() {
     check("get()");
+    if (TPL_UNLIKELY(kind_ == kind::source) && source_->get_status(token_) == task_status::running)
+      *this = value_task(std::move(*this).as_task());  // a waiting source needs a coroutine to resume
     if (kind_ == kind::state && !state_->is_completed()) detail::block_until_completed(*state_);
     return take();
   }
@@ -96,6 +113,7 @@ class [[nodiscard]] value_task {
   /// Converts to a shareable task (consumes this value_task).
   task<T> as_task() && {
     check("as_task()");
+    if (TPL_UNLIKELY(kind_ == kind::source)) return detail::source_value_task_as_task<T>(std::move(*this));
     if (kind_ == kind::state) {
       task<T> t(detail::adopt_state, std::exchange(state_, nullptr));
       kind_ = kind::consumed;
@@ -116,7 +134,12 @@ class [[nodiscard]] value_task {
   auto operator co_await() && noexcept { return awaiter{this}; }
 
  private:
-  enum class kind : unsigned char { empty, value, state, awaiting, consumed };
+  // Ordered so that each question is one comparison: the two source kinds are adjacent
+  // (is_source()), and the kinds from source_awaiting on can no longer be used (check()).
+  enum class kind : unsigned char { empty, value, state, source, source_awaiting, awaiting, consumed };
+  bool is_source() const noexcept {
+    return static_cast<unsigned char>(static_cast<unsigned char>(kind_) - static_cast<unsigned char>(kind::source)) <= 1;
+  }
 
   struct awaiter : detail::waiter {
     value_task* vt;
@@ -125,10 +148,15 @@ class [[nodiscard]] value_task {
     bool await_ready() {
       vt->check("co_await");
       if (vt->kind_ == kind::value) return true;
+      if (TPL_UNLIKELY(vt->kind_ == kind::source)) {
+        vt->kind_ = kind::source_awaiting;
+        return vt->source_->get_status(vt->token_) != task_status::running;
+      }
       vt->kind_ = kind::awaiting;  // a second await before this one resumes is reported too
       return vt->state_->is_completed();
     }
-    bool await_suspend(std::coroutine_handle<> h) noexcept {
+    bool await_suspend(std::coroutine_handle<> h) {
+      if (TPL_UNLIKELY(vt->kind_ == kind::source_awaiting)) return vt->source_->on_completed(h, vt->token_);
       continuation = h;
       on_complete = &fire;
       return vt->state_->add_waiter(this);
@@ -144,7 +172,7 @@ class [[nodiscard]] value_task {
   };
 
   void check(const char* op) const {
-    if (kind_ == kind::consumed || kind_ == kind::awaiting) detail::throw_value_task_consumed(op);
+    if (kind_ >= kind::source_awaiting) detail::throw_value_task_consumed(op);
     if (kind_ == kind::empty) detail::throw_empty_task(op);
   }
 
@@ -159,6 +187,12 @@ class [[nodiscard]] value_task {
         state_ = nullptr;
         return v;
       }
+    }
+    if (TPL_UNLIKELY(is_source())) {
+      value_task_source<T>* src = source_;
+      state_ = nullptr;  // the empty and consumed kinds keep state_ null
+      kind_ = kind::consumed;
+      return src->get_result(token_);
     }
     detail::task_state<T>* s = std::exchange(state_, nullptr);
     kind_ = kind::consumed;
@@ -177,6 +211,8 @@ class [[nodiscard]] value_task {
     if (kind_ == kind::value) {
       if constexpr (!std::is_void_v<T>) value_.~stored_t();
       state_ = nullptr;
+    } else if (TPL_UNLIKELY(is_source())) {
+      state_ = nullptr;  // an operation nobody awaits: the source's owner deals with it
     } else if (state_ != nullptr) {
       state_->release();
       state_ = nullptr;
@@ -192,6 +228,10 @@ class [[nodiscard]] value_task {
         o.value_.~stored_t();
       }
       o.state_ = nullptr;
+    } else if (TPL_UNLIKELY(o.is_source())) {
+      source_ = o.source_;
+      token_ = o.token_;
+      o.state_ = nullptr;
     } else {
       state_ = std::exchange(o.state_, nullptr);
     }
@@ -199,9 +239,13 @@ class [[nodiscard]] value_task {
   }
 
   kind kind_ = kind::empty;
+  // The source kinds' operation token, in kind_'s padding; set (and read) only for those kinds, so
+  // the other kinds' constructors do not store it.
+  std::uint32_t token_;
   union {
     stored_t value_;
     detail::task_state<T>* state_ = nullptr;
+    value_task_source<T>* source_;
   };
 };
 
@@ -209,6 +253,13 @@ namespace detail {
 template <class T>
 value_task<T> value_task_promise<T>::get_return_object() noexcept {
   return value_task<T>(adopt_state, this);
+}
+
+/// as_task() of a source-backed value_task: a coroutine awaits the operation (.NET AsTask()
+/// allocates a Task the same way).
+template <class T>
+task<T> source_value_task_as_task(value_task<T> vt) {
+  co_return co_await std::move(vt);
 }
 }  // namespace detail
 

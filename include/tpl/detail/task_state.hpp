@@ -60,6 +60,10 @@ struct waiter {
 
 class task_state_base;
 
+/// Raises tpl's unobserved-task-exception event (tpl/unobserved_task_exception.hpp) for a faulted
+/// task being destroyed whose exception nobody observed; does nothing without a subscriber.
+void report_unobserved_task_exception(const std::exception_ptr& error) noexcept;
+
 struct destroy_stack {
   task_state_base* pending;
   bool active;
@@ -356,7 +360,17 @@ class task_state_base {
 
  protected:
   ~task_state_base() {
-    if (has_error_) error().~exception_ptr();
+    if (has_error_) {
+      // relaxed: the last release (acq_rel) ordered every holder's marking before destruction.
+      if (status_ == task_status::faulted && !error_observed_.load(std::memory_order_relaxed))
+        report_unobserved_task_exception(error());
+      error().~exception_ptr();
+    }
+  }
+  /// A holder read the exception (await, wait, get, exceptions()): it is not unobserved.
+  void mark_error_observed() const noexcept {
+    // relaxed: only the destructor reads it, after the final release orders this store before it.
+    error_observed_.store(true, std::memory_order_relaxed);
   }
 
   // The exception lives in raw storage, constructed only when the task faults: libstdc++'s
@@ -387,6 +401,7 @@ class task_state_base {
   // the coroutine still queued on its own worker and run it inline. Written before the handle is
   // queued or returned, never again.
   bool started_deferred_ = false;
+  mutable std::atomic<bool> error_observed_{false};  // see mark_error_observed()
   // Coroutine tasks: this object's distance from the start of its coroutine frame (0: not a
   // coroutine, or unknown). Lets a blocking wait recognise the task's own queued item.
   std::uint16_t frame_offset_ = 0;
