@@ -17,11 +17,13 @@
 //     NOT_STARTED (start, which takes the same lock, sees it); else CASes CANCEL_SUBMITTED in
 //     unless OP_DONE is already set, and only if the CAS won queues an IORING_OP_ASYNC_CANCEL
 //     whose CQE carries &op|1. A cancel that finds OP_DONE does nothing: no CQE will name the op.
-//   completion thread, the op's CQE: stores the result, fetch_or(OP_DONE); resumes the op if
-//     CANCEL_SUBMITTED was not set in the value it read. The cancel's CQE: fetch_or(CANCEL_DONE);
-//     resumes the op if OP_DONE was set. Both CQEs are handled on this one thread, and the
-//     canceler's CAS and the reaper's fetch_or are read-modify-writes on one word, so exactly one
-//     of the two CQE handlers sees the other's bit: the op is resumed once, after its last CQE.
+//   completion thread, the op's CQE: stores the result, fetch_or(OP_DONE); resumes the op if the
+//     value it read has no CANCEL_SUBMITTED, or has CANCEL_DONE too. The cancel's CQE:
+//     fetch_or(CANCEL_DONE); resumes the op if OP_DONE was set. The two CQEs come in either order
+//     (the kernel posts a successful cancel's CQE before the canceled operation's). Both are
+//     handled on this one thread, and the canceler's CAS and the reaper's fetch_or are
+//     read-modify-writes on one word, so exactly one handler finds the other's bit (or finds no
+//     cancel at all): the op is resumed once, after its last CQE.
 //   resume: in_flight_ drops by one, then the coroutine is queued to the pool; there it resets the
 //     token registration, which waits for a callback still running on another thread, so no
 //     cancel can touch the op after its frame moves on.
@@ -243,9 +245,12 @@ class uring_engine final : public engine {
     }
     auto& op = *reinterpret_cast<io_op*>(data);
     op.result = cqe.res;
-    // acq_rel: the result is published with the bit; a CANCEL_SUBMITTED seen here means a cancel
-    // CQE will still name the op, so its handler resumes it instead.
-    if ((op.flags.fetch_or(kOpDone, std::memory_order_acq_rel) & kCancelSubmitted) == 0) resume(op);
+    // acq_rel: the result is published with the bit. CANCEL_SUBMITTED without CANCEL_DONE means
+    // a cancel CQE will still name the op, so its handler resumes it instead (the kernel posts the
+    // cancel's CQE before the canceled operation's, or after it when the operation completed
+    // on its own meanwhile).
+    const std::uint32_t before = op.flags.fetch_or(kOpDone, std::memory_order_acq_rel);
+    if ((before & kCancelSubmitted) == 0 || (before & kCancelDone) != 0) resume(op);
   }
 
   void reap() noexcept {
