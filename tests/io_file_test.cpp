@@ -288,7 +288,7 @@ TEST_P(io_file, concurrent_read_at_from_many_tasks_each_reads_its_own_bytes) {
   const int reads = scaled(50, 10);
   std::vector<tpl::task<int>> tasks;
   for (int t = 0; t < kTasks; ++t)
-    tasks.push_back(tpl::run([&f, t, reads] { return read_and_check(f, static_cast<std::uint64_t>(t) + 1, reads); }));
+    tasks.push_back(tpl::run([&f, t, n = reads] { return read_and_check(f, static_cast<std::uint64_t>(t) + 1, n); }));
   int wrong = 0;
   for (auto& t : tasks) wrong += tpl::sync_wait(t);
   EXPECT_EQ(wrong, 0);
