@@ -17,8 +17,9 @@
 //             (-ENOENT). Shutdown's cancel-all ends a pending operation and posts its own CQE.
 //   reaper    pops CQEs in order and applies the flag rules; after each it checks its exit
 //             condition (stop seen and nothing in flight).
-//   shutdown  under the lock sets stopping and queues the cancel-all; then joins the reaper and
-//             destroys the ring.
+//   shutdown  under the lock sets stopping and queues the cancel-all; then joins the reaper,
+//             waits until the operation has left complete() (the engine's alive count), and
+//             destroys the engine.
 // A close() of a stream cancels through the same function under the stream's pending-list mutex,
 // which the starter takes before its frame is freed exactly as it resets the registration: it is
 // this canceler again, and is not modelled twice.
@@ -31,7 +32,8 @@
 // ignoring an earlier CANCEL_DONE (a lost completion when the kernel posts the cancel's CQE
 // first), the op's CQE resuming regardless of a cancel in flight (a CQE handled after the frame
 // is freed), the reaper leaving on the stop alone (a lost completion at shutdown), and the starter
-// freeing its frame without waiting for a running callback.
+// freeing its frame without waiting for a running callback, and the engine destroyed once the
+// reaper left without waiting for the resumed operation to finish with it.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -49,6 +51,7 @@ enum class variant : std::uint8_t {
   op_cqe_always_resumes,
   reaper_exits_on_stop_alone,
   free_without_waiting_for_callback,
+  destroy_without_waiting_for_operations,
 };
 
 enum flag : std::uint8_t { submitted = 1, op_done = 2, cancel_submitted = 4, cancel_done = 8, not_started = 16 };
@@ -137,6 +140,7 @@ struct checker {
     } else if (s.starter == s_resumed) {
       const bool callback_running = s.canceler == c_fired || s.canceler == c_locked;
       if (!callback_running || v == variant::free_without_waiting_for_callback) {
+        if (s.ring_destroyed) return fail("the resumed operation calls complete() on a destroyed engine");
         state n = s;
         n.starter = s_freed;
         if (n.canceler == c_idle) n.canceler = c_done;  // unregistered: will never fire
@@ -260,7 +264,8 @@ struct checker {
         n.sq.push_back(sqe_cancel_all);
         n.shut = d_join;
         next.push_back({n, "shutdown: under the lock stopping, stop_requested, queues cancel-all"});
-      } else if (s.shut == d_join && s.reaper == r_exited) {
+      } else if (s.shut == d_join && s.reaper == r_exited &&
+                 (s.starter == s_freed || v == variant::destroy_without_waiting_for_operations)) {
         state n = s;
         n.shut = d_done;
         n.ring_destroyed = 1;
@@ -331,7 +336,8 @@ TEST(model_io_uring, the_real_protocol_resumes_once_after_the_last_cqe_and_shutd
 
 TEST(model_io_uring, each_known_bad_variant_yields_a_counterexample) {
   for (variant v : {variant::op_cqe_ignores_cancel_done, variant::op_cqe_always_resumes,
-                    variant::reaper_exits_on_stop_alone, variant::free_without_waiting_for_callback}) {
+                    variant::reaper_exits_on_stop_alone, variant::free_without_waiting_for_callback,
+                    variant::destroy_without_waiting_for_operations}) {
     std::string trace;
     EXPECT_FALSE(run(v, &trace, nullptr)) << "variant " << static_cast<int>(v) << " found no counterexample";
     std::printf("variant %d counterexample: %s", static_cast<int>(v), trace.c_str());

@@ -33,7 +33,9 @@
 // That thread leaves only once it has seen the stop and `in_flight_` is 0: the in_flight_
 // increment of every submitted op happens under the lock before the stop is set, so the thread
 // cannot miss one, and every submitted op completes (files finish, waiting ones are canceled).
-// Shutdown therefore drains and never hangs.
+// The destructor then waits, under `alive_mutex_`, until every operation that entered suspend()
+// has left complete(): a resumed coroutine still calls complete() and may still run its token
+// callback, both on this engine. Shutdown therefore drains and never hangs.
 //
 // Submission failures: SQEs are queued into the shared ring before io_uring_submit; if that call
 // fails (EBUSY/EAGAIN while the completion queue is full), the SQEs stay in the ring and the
@@ -45,6 +47,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -110,6 +113,10 @@ class uring_engine final : public engine {
         io_uring_submit(&ring_);
       }
       reaper_.join();
+      // A resumed operation still calls complete() (and may still run its token callback) on
+      // this engine: wait until the last one has finished with it.
+      std::unique_lock lock(alive_mutex_);
+      alive_cv_.wait(lock, [this] { return alive_ == 0; });
     }
     if (ring_ready_) io_uring_queue_exit(&ring_);
   }
@@ -119,6 +126,10 @@ class uring_engine final : public engine {
   bool ready(io_op&) noexcept override { return false; }
 
   bool suspend(io_op& op, std::coroutine_handle<> continuation) noexcept override {
+    {
+      const std::lock_guard lock(alive_mutex_);
+      ++alive_;  // every suspend() is followed by one complete() (await_resume)
+    }
     op.continuation = continuation;
     if (op.token->is_cancellation_requested()) return finish_unstarted(op, cancel_reason::token);
     io_handle& h = *op.handle;
@@ -175,6 +186,10 @@ class uring_engine final : public engine {
       if (op.next != nullptr) op.next->prev = op.prev;
       op.in_pending_list = false;
     }
+    // Under the mutex: the destructor may free this engine as soon as it sees 0, so nothing may
+    // touch the engine after this unlock.
+    const std::lock_guard lock(alive_mutex_);
+    if (--alive_ == 0) alive_cv_.notify_all();
   }
 
   void cancel(io_op& op, cancel_reason why) noexcept override {
@@ -286,6 +301,10 @@ class uring_engine final : public engine {
   std::atomic<bool> stop_requested_{false};
   std::atomic<std::uint64_t> in_flight_{0};
   std::thread reaper_;
+  // Operations between suspend() and the end of complete(): the engine must outlive them.
+  std::mutex alive_mutex_;
+  std::condition_variable alive_cv_;
+  std::uint64_t alive_ = 0;
 };
 
 }  // namespace
