@@ -167,8 +167,11 @@ class uring_engine final : public engine {
       case op_code::fdatasync: io_uring_prep_fsync(sqe, h.fd, IORING_FSYNC_DATASYNC); break;
     }
     io_uring_sqe_set_data(sqe, &op);
-    // Relaxed: read under ring_mutex_ by cancel(); the completion thread never reads SUBMITTED.
-    op.flags.fetch_or(kSubmitted, std::memory_order_relaxed);
+    // Release: the kernel orders the SQE's submission before its CQE, but that ordering is
+    // outside the C++ memory model (and invisible to ThreadSanitizer); the completion thread's
+    // acquire load of `flags` before it touches the op pairs with this, so every write to the op
+    // above happens-before the completion thread's. cancel() reads it under ring_mutex_.
+    op.flags.fetch_or(kSubmitted, std::memory_order_release);
     // Relaxed: the count is read after an acquire of stop_requested_ (see ~uring_engine) or by
     // the completion thread, which decrements it itself.
     in_flight_.fetch_add(1, std::memory_order_relaxed);
@@ -259,6 +262,8 @@ class uring_engine final : public engine {
       return;
     }
     auto& op = *reinterpret_cast<io_op*>(data);
+    // Acquire: pairs with suspend()'s release of SUBMITTED (see there).
+    (void)op.flags.load(std::memory_order_acquire);
     op.result = cqe.res;
     // acq_rel: the result is published with the bit. CANCEL_SUBMITTED without CANCEL_DONE means
     // a cancel CQE will still name the op, so its handler resumes it instead (the kernel posts the
