@@ -37,7 +37,7 @@ FILTER       ?=
 # Debian packages. libbenchmark-dev is needed by `test` too because the
 # release preset also builds the benchmarks.
 TEST_PKGS  := cmake ninja-build g++ clang-16 libclang-rt-16-dev libgtest-dev googletest libc++-16-dev libc++abi-16-dev \
-              python3 libbenchmark-dev pkgconf
+              python3 libbenchmark-dev pkgconf liburing-dev
 # The bench peers' toolchains from Debian (Go, cargo and the JDKs come with the machine or not;
 # .NET Core comes from PyPI into build/peers/venv). A missing one only skips that peer.
 BENCH_PKGS := $(TEST_PKGS) libasio-dev libtbb-dev mono-mcs python3-venv python3-matplotlib

@@ -1,0 +1,167 @@
+// tpl::io pipes: end of stream, write-all across short writes, a child's stdout, cancel and close
+// of a pending read or write, EPIPE without SIGPIPE, and io_uring's shutdown with a read pending.
+// Each test runs on the pool engine and on io_uring. A pending operation is observed through the
+// engine's count of waiting operations (a handshake, never a sleep).
+#include <spawn.h>
+#include <sys/ioctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "io_test_support.hpp"
+
+extern char** environ;
+
+namespace {
+
+using namespace tpl_test;
+using tpl::io::create_pipe;
+using tpl::io::pipe_stream;
+
+using io_pipe = io_engine_test;
+
+tpl::task<std::string> read_to_end(pipe_stream& reader, std::size_t chunk) {
+  std::string all;
+  std::vector<std::byte> buf(chunk);
+  while (const std::size_t n = co_await reader.read_async(buf)) all += string_of(std::span(buf).first(n));
+  co_return all;
+}
+
+TEST_P(io_pipe, read_returns_what_was_written_then_zero_once_the_writer_closed) {
+  auto [reader, writer] = create_pipe();
+  EXPECT_EQ(tpl::sync_wait(writer.write_async(bytes_of("hello"))), 5u);
+  writer.close();
+  EXPECT_EQ(tpl::sync_wait(read_to_end(reader, 3)), "hello");
+  std::byte b[4];
+  EXPECT_EQ(tpl::sync_wait(reader.read_async(b)), 0u) << "end of stream stays the end";
+}
+
+TEST_P(io_pipe, a_write_larger_than_the_pipe_is_written_whole_across_short_writes) {
+  auto [reader, writer] = create_pipe();
+  const auto data = pattern(0, 1u << 20);  // 16 times the default pipe capacity
+  tpl::task<std::string> drained = tpl::run([&reader = reader] { return read_to_end(reader, 1000); });
+  EXPECT_EQ(tpl::sync_wait(writer.write_async(data)), data.size());
+  writer.close();
+  const std::string got = tpl::sync_wait(drained);
+  ASSERT_EQ(got.size(), data.size());
+  EXPECT_EQ(got, string_of(data));
+}
+
+TEST_P(io_pipe, reads_a_child_processes_stdout_to_the_end) {
+  auto [reader, writer] = create_pipe();
+  posix_spawn_file_actions_t actions;
+  ASSERT_EQ(posix_spawn_file_actions_init(&actions), 0);
+  ASSERT_EQ(posix_spawn_file_actions_adddup2(&actions, writer.native_handle(), STDOUT_FILENO), 0);
+  char sh[] = "/bin/sh", dash_c[] = "-c", script[] = "echo hello; i=0; while [ $i -lt 200 ]; do echo line$i; i=$((i+1)); done";
+  char* argv[] = {sh, dash_c, script, nullptr};
+  pid_t child = -1;
+  const int spawned = posix_spawn(&child, "/bin/sh", &actions, nullptr, argv, environ);
+  posix_spawn_file_actions_destroy(&actions);
+  ASSERT_EQ(spawned, 0);
+  writer.close();  // the child's copy is now the only write end: its exit ends the stream
+  const std::string out = tpl::sync_wait(read_to_end(reader, 64));
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  std::string expected = "hello\n";
+  for (int i = 0; i < 200; ++i) expected += "line" + std::to_string(i) + "\n";
+  EXPECT_EQ(out, expected);
+}
+
+TEST_P(io_pipe, canceling_a_pending_read_loses_no_byte) {
+  auto [reader, writer] = create_pipe();
+  tpl::cancellation_token_source cts;
+  std::byte buf[16];
+  const std::size_t waiting_before = engine().operations_waiting();
+  auto pending = reader.read_async(buf, cts.token());
+  ASSERT_TRUE(wait_until([&] { return engine().operations_waiting() > waiting_before; }, "the read is pending"));
+  cts.cancel();
+  EXPECT_THROW(tpl::sync_wait(std::move(pending)), tpl::operation_canceled);
+  (void)tpl::sync_wait(writer.write_async(bytes_of("after")));
+  writer.close();
+  EXPECT_EQ(tpl::sync_wait(read_to_end(reader, 16)), "after");
+}
+
+TEST_P(io_pipe, closing_a_stream_aborts_its_pending_read) {
+  auto [reader, writer] = create_pipe();
+  std::byte buf[16];
+  const std::size_t waiting_before = engine().operations_waiting();
+  auto pending = reader.read_async(buf);
+  ASSERT_TRUE(wait_until([&] { return engine().operations_waiting() > waiting_before; }, "the read is pending"));
+  reader.close();
+  try {
+    (void)tpl::sync_wait(std::move(pending));
+    ADD_FAILURE() << "the pending read completed after close";
+  } catch (const tpl::io::operation_aborted& e) {
+    EXPECT_EQ(e.code(), std::errc::operation_canceled);
+  }
+  EXPECT_THROW((void)reader.read_async(buf), tpl::invalid_operation);
+}
+
+TEST_P(io_pipe, canceling_a_pending_write_reports_the_bytes_already_written) {
+  auto [reader, writer] = create_pipe();
+  tpl::cancellation_token_source cts;
+  const auto data = pattern(0, 1u << 20);  // nobody reads: the pipe fills, the write waits
+  const std::size_t waiting_before = engine().operations_waiting();
+  auto pending = writer.write_async(data, cts.token());
+  ASSERT_TRUE(wait_until([&] { return engine().operations_waiting() > waiting_before; }, "the write is pending"));
+  int in_pipe = 0;
+  ASSERT_TRUE(wait_until([&] { return ::ioctl(reader.native_handle(), FIONREAD, &in_pipe) == 0 && in_pipe > 0; },
+                         "the pipe holds the first bytes"));
+  cts.cancel();
+  try {
+    (void)tpl::sync_wait(std::move(pending));
+    ADD_FAILURE() << "a write into a full pipe completed";
+  } catch (const tpl::io::io_canceled& e) {
+    ASSERT_EQ(::ioctl(reader.native_handle(), FIONREAD, &in_pipe), 0);
+    EXPECT_GT(e.bytes_transferred(), 0u);
+    EXPECT_EQ(e.bytes_transferred(), static_cast<std::size_t>(in_pipe)) << "what the pipe holds is what was written";
+  } catch (const tpl::operation_canceled&) {
+    ADD_FAILURE() << "canceled without reporting the bytes written";
+  }
+}
+
+TEST_P(io_pipe, writing_to_a_pipe_whose_reader_closed_throws_epipe_and_the_process_lives) {
+  auto [reader, writer] = create_pipe();
+  reader.close();
+  try {
+    (void)tpl::sync_wait(writer.write_async(bytes_of("nobody listens")));
+    ADD_FAILURE() << "a write to a pipe with no reader succeeded";
+  } catch (const tpl::io::io_error& e) {
+    EXPECT_EQ(e.code(), std::error_code(EPIPE, std::system_category()));
+  }
+}
+
+TEST_P(io_pipe, destroying_a_stream_with_a_read_pending_aborts_the_read) {
+  auto pipe = create_pipe();
+  auto reader = std::make_unique<pipe_stream>(std::move(pipe.first));
+  std::byte buf[4];
+  const std::size_t waiting_before = engine().operations_waiting();
+  auto pending = reader->read_async(buf);
+  ASSERT_TRUE(wait_until([&] { return engine().operations_waiting() > waiting_before; }, "the read is pending"));
+  reader.reset();
+  EXPECT_THROW((void)tpl::sync_wait(std::move(pending)), tpl::io::operation_aborted);
+}
+
+INSTANTIATE_TEST_SUITE_P(engines, io_pipe, ::testing::Values(engine_choice::pool, engine_choice::io_uring),
+                         engine_name);
+
+TEST(io_uring_engine, shutting_down_with_a_read_pending_aborts_it_and_returns) {
+  std::string why;
+  auto ring = tpl::io::detail::make_uring_engine(&why);
+  if (!ring) GTEST_SKIP() << "io_uring is not available here (" << why << ")";
+  tpl::io::detail::set_engine_override_for_testing(ring.get());
+  auto [reader, writer] = create_pipe();
+  tpl::io::detail::set_engine_override_for_testing(nullptr);
+  std::byte buf[4];
+  auto pending = reader.read_async(buf);
+  ASSERT_TRUE(wait_until([&] { return ring->operations_waiting() == 1; }, "the read is submitted"));
+  ring.reset();  // cancels what is in flight, waits for it, stops the completion thread
+  EXPECT_THROW((void)tpl::sync_wait(std::move(pending)), tpl::io::operation_aborted);
+}
+
+}  // namespace
