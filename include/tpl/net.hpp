@@ -11,6 +11,7 @@
 
 #include "tpl/net/endpoint.hpp"
 #include "tpl/net/ip_address.hpp"
+#include "tpl/net/network_stream.hpp"
 #include "tpl/net/resolve.hpp"
 #include "tpl/net/socket_base.hpp"
 #include "tpl/net/socket_error.hpp"
