@@ -15,6 +15,7 @@
 #include "tpl/net/resolve.hpp"
 #include "tpl/net/socket_base.hpp"
 #include "tpl/net/socket_error.hpp"
+#include "tpl/net/socket_stats.hpp"
 #include "tpl/net/stream_socket.hpp"
 #include "tpl/net/tcp_listener.hpp"
 #include "tpl/net/tcp_socket.hpp"

@@ -47,6 +47,9 @@
 
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <cstddef>
 #include <memory>
 #include <mutex>
@@ -56,7 +59,9 @@
 #include <vector>
 
 #include "tpl/detail/detached.hpp"
+#include "accept.hpp"
 #include "tpl/net/socket_error.hpp"
+#include "tpl/net/socket_stats.hpp"
 #include "tpl/scheduler.hpp"
 #include "tpl/thread_pool.hpp"
 
@@ -72,8 +77,19 @@ constexpr auto kBatchTimeSliceMs = std::chrono::milliseconds(15);
 
 struct counters_t {
   std::atomic<std::uint64_t> wakeups{0}, events{0}, batch_items{0}, largest_batch{0};
+  std::atomic<unsigned> engine_count{0};
+  std::atomic<bool> inline_completions{false};
 };
 counters_t g_counters;
+
+/// TPL_THREADPOOL_TRACE=1: the engine thread prints the socket counters at most this often, and
+/// only when they changed.
+constexpr auto kTracePeriodMs = std::chrono::milliseconds(1000);
+
+bool trace_enabled() noexcept {
+  const char* t = std::getenv("TPL_THREADPOOL_TRACE");
+  return t != nullptr && std::strcmp(t, "1") == 0;
+}
 
 struct ready_event {
   readiness_target* target;
@@ -212,6 +228,9 @@ class socket_engine {
   void run() noexcept {
     std::unique_ptr<epoll_event[]> events(new epoll_event[kEventBufferCount]);
     std::vector<readiness_target*> retired;
+    const bool trace = trace_enabled();
+    auto last_trace = std::chrono::steady_clock::now();
+    std::uint64_t last_traced_events = 0;
     for (;;) {
       const int n = ::epoll_wait(epoll_fd_, events.get(), kEventBufferCount, -1);
       if (n < 0) continue;  // EINTR; nothing else can fail on a valid epoll descriptor
@@ -262,6 +281,21 @@ class socket_engine {
       }
       for (readiness_target* t : retired) t->release();
       retired.clear();
+      if (trace) maybe_trace(last_trace, last_traced_events);
+    }
+  }
+
+  static void maybe_trace(std::chrono::steady_clock::time_point& last, std::uint64_t& last_events) noexcept {
+    const auto now = std::chrono::steady_clock::now();
+    if (now - last < kTracePeriodMs) return;
+    const net::socket_engine_stats s = net::socket_stats();
+    if (s.events == last_events) return;
+    last = now;
+    last_events = s.events;
+    try {
+      std::fprintf(stderr, "%s\n", net::to_string(s).c_str());
+    } catch (...) {
+      // Out of memory for the line: the trace skips it.
     }
   }
 
@@ -290,6 +324,9 @@ engine_set& engines() {
     s->config = engine_config_from_environment();
     for (unsigned i = 0; i < s->config.engine_count; ++i)
       s->engines.push_back(new socket_engine(s->config.inline_completions));
+    // relaxed: display only.
+    g_counters.inline_completions.store(s->config.inline_completions, std::memory_order_relaxed);
+    g_counters.engine_count.store(s->config.engine_count, std::memory_order_relaxed);
     return s;
   }();
   return *set;
@@ -307,11 +344,34 @@ socket_engine& engine_for_new_socket() {
 void engine_attach(socket_engine& e, int fd, readiness_target* t) { e.attach(fd, t); }
 void engine_detach(socket_engine& e, int fd, readiness_target* t) noexcept { e.detach(fd, t); }
 
-engine_counters engine_counters_snapshot() noexcept {
-  // relaxed: a snapshot for display, not a consistent cut.
-  return {g_counters.wakeups.load(std::memory_order_relaxed), g_counters.events.load(std::memory_order_relaxed),
-          g_counters.batch_items.load(std::memory_order_relaxed),
-          g_counters.largest_batch.load(std::memory_order_relaxed)};
-}
 
 }  // namespace tpl::net::detail
+
+namespace tpl::net {
+
+socket_engine_stats socket_stats() noexcept {
+  using detail::g_counters;
+  socket_engine_stats s;
+  // relaxed: a snapshot for display, not a consistent cut.
+  s.engine_count = g_counters.engine_count.load(std::memory_order_relaxed);
+  s.inline_completions = g_counters.inline_completions.load(std::memory_order_relaxed);
+  s.engine_wakeups = g_counters.wakeups.load(std::memory_order_relaxed);
+  s.events = g_counters.events.load(std::memory_order_relaxed);
+  s.batch_items = g_counters.batch_items.load(std::memory_order_relaxed);
+  s.largest_batch = g_counters.largest_batch.load(std::memory_order_relaxed);
+  s.accept_backoffs = detail::g_accept_backoffs.load(std::memory_order_relaxed);
+  return s;
+}
+
+std::string to_string(const socket_engine_stats& s) {
+  char buf[256];
+  std::snprintf(buf, sizeof buf,
+                "tpl-sockets engines=%u inline=%d wakeups=%llu events=%llu batch_items=%llu largest_batch=%llu "
+                "accept_backoffs=%llu",
+                s.engine_count, s.inline_completions ? 1 : 0, static_cast<unsigned long long>(s.engine_wakeups),
+                static_cast<unsigned long long>(s.events), static_cast<unsigned long long>(s.batch_items),
+                static_cast<unsigned long long>(s.largest_batch), static_cast<unsigned long long>(s.accept_backoffs));
+  return buf;
+}
+
+}  // namespace tpl::net

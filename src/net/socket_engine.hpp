@@ -75,13 +75,5 @@ void engine_attach(socket_engine& e, int fd, readiness_target* t);
 /// progress is done with it.
 void engine_detach(socket_engine& e, int fd, readiness_target* t) noexcept;
 
-/// Counters of every engine together (relaxed: for display).
-struct engine_counters {
-  std::uint64_t wakeups = 0;          ///< epoll_wait returns with at least one socket event
-  std::uint64_t events = 0;           ///< socket events handled
-  std::uint64_t batch_items = 0;      ///< batch work items run on the pool (first plus helpers)
-  std::uint64_t largest_batch = 0;    ///< most events one epoll_wait returned
-};
-engine_counters engine_counters_snapshot() noexcept;
 
 }  // namespace tpl::net::detail

@@ -177,3 +177,27 @@ TEST(net_echo, ten_thousand_concurrent_connections_with_raised_descriptor_limit)
 }
 
 }  // namespace
+
+namespace {
+
+TEST(net_stats, round_trips_that_wait_are_counted_as_engine_events) {
+  const auto before = tpl::net::socket_stats();
+  auto p = net_test::connected_pair();
+  std::array<std::byte, 4> buf;
+  for (int i = 0; i < 10; ++i) {
+    auto pending = p.server.receive_async(buf).as_task();  // nothing yet: waits for the engine
+    tpl::sync_wait(p.client.send_async("ping"s));
+    EXPECT_EQ(tpl::sync_wait(pending), 4u);
+  }
+  const auto after = tpl::net::socket_stats();
+  EXPECT_GE(after.engine_count, 1u);
+  EXPECT_GT(after.events, before.events);
+  EXPECT_GT(after.engine_wakeups, before.engine_wakeups);
+  EXPECT_GE(after.largest_batch, 1u);
+  if (!after.inline_completions) {
+    EXPECT_GT(after.batch_items, before.batch_items);
+  }
+  EXPECT_NE(tpl::net::to_string(after).find("events="), std::string::npos);
+}
+
+}  // namespace
