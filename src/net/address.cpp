@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <charconv>
+#include <cstddef>
 #include <cstring>
 #include <stdexcept>
 #include <string>

@@ -5,6 +5,9 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
+#include <optional>
+#include <stdexcept>
 #include <string>
 
 #include "accept.hpp"

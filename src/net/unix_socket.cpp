@@ -2,6 +2,7 @@
 #include <sys/socket.h>
 
 #include <cerrno>
+#include <stdexcept>
 
 #include "accept.hpp"
 #include "operations.hpp"
