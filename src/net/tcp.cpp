@@ -73,7 +73,7 @@ int open_socket(int family, int type) {
 }  // namespace detail
 
 value_task<> tcp_socket::connect_async(const endpoint& remote, const cancellation_token& token) {
-  if (ctx_ != nullptr) throw invalid_operation("tpl::net: connect_async on a socket that is already open");
+  if (is_open()) throw invalid_operation("tpl::net: connect_async on a socket that is already open");
   adopt(detail::open_socket(detail::to_native_family(remote.family()), SOCK_STREAM));
   return detail::connect_on(*ctx_, detail::to_socket_address(remote), token);
 }

@@ -17,7 +17,7 @@ int open_socket(int family, int type);
 }  // namespace detail
 
 value_task<> unix_socket::connect_async(const unix_endpoint& remote, const cancellation_token& token) {
-  if (ctx_ != nullptr) throw invalid_operation("tpl::net: connect_async on a socket that is already open");
+  if (is_open()) throw invalid_operation("tpl::net: connect_async on a socket that is already open");
   adopt(detail::open_socket(AF_UNIX, SOCK_STREAM));
   return detail::connect_on(*ctx_, detail::to_socket_address(remote), token);
 }

@@ -43,7 +43,12 @@ TEST(net_fault, connect_to_a_closed_port_is_refused_with_its_error_code) {
   ASSERT_TRUE(e);
   const auto err = rethrown_as<tpl::net::socket_error>(e);
   EXPECT_EQ(err.code(), std::errc::connection_refused);
-  EXPECT_FALSE(s.is_open());  // a failed connect closes the socket
+  EXPECT_FALSE(s.is_open());  // a failed connect closes the socket, which may connect again
+  tpl::net::tcp_listener l(net_test::loopback_any_port());
+  auto accepted = l.accept_async().as_task();
+  tpl::sync_wait(s.connect_async(l.local_endpoint()));
+  EXPECT_TRUE(s.is_open());
+  (void)tpl::sync_wait(std::move(accepted));
 }
 
 TEST(net_fault, reset_by_the_peer_fails_the_receive_with_connection_reset) {

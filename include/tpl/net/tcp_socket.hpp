@@ -29,7 +29,7 @@ class tcp_socket : public stream_socket {
   tcp_socket& operator=(tcp_socket&&) noexcept = default;
 
   /// Opens a socket of remote's family and connects it. Throws invalid_operation if this socket
-  /// is already open.
+  /// is already open; after a failed or canceled connect (which closes it) it may connect again.
   value_task<> connect_async(const endpoint& remote, const cancellation_token& token = {});
 
   endpoint local_endpoint() const;
