@@ -73,7 +73,7 @@ bool socket_context::fd_acquire() noexcept {
   // through the bit); the count keeps close() from closing the number under this use.
   const std::uint32_t s = fd_state_.fetch_add(1, std::memory_order_acquire);
   if ((s & kFdClosed) == 0) return true;
-  fd_release();
+  fd_release();  // closed: undo the count (this may be the use that ends last, see close_fd_once)
   return false;
 }
 
@@ -81,7 +81,14 @@ void socket_context::fd_release() noexcept {
   // acq_rel: the last user after close() must see close()'s bit and every other use finished
   // before it closes the descriptor; its own syscall must be done before the decrement.
   const std::uint32_t s = fd_state_.fetch_sub(1, std::memory_order_acq_rel);
-  if (s == (kFdClosed | 1u)) ::close(fd_);
+  if ((s & ~kFdReleased) == (kFdClosed | 1u)) close_fd_once();
+}
+
+void socket_context::close_fd_once() noexcept {
+  // acq_rel: the count reached 0 with the closed bit set, possibly more than once (a use that
+  // found the socket closed adds and removes 1 after close() itself closed it); the released bit
+  // makes exactly one of them close the number.
+  if ((fd_state_.fetch_or(kFdReleased, std::memory_order_acq_rel) & kFdReleased) == 0) ::close(fd_);
 }
 
 bool socket_context::is_closed() const noexcept {
@@ -157,7 +164,7 @@ void socket_context::close() noexcept {
   if (engine_ != nullptr) engine_detach(*engine_, fd_, this);
   // acq_rel: publishes the above to fd_acquire's acquire; reads the users to decide who closes.
   const std::uint32_t before = fd_state_.fetch_or(kFdClosed, std::memory_order_acq_rel);
-  if (before == 0) ::close(fd_);
+  if (before == 0) close_fd_once();
   for (pending_op* op : {r, w}) {
     if (op == nullptr) continue;
     op->error = kAborted;

@@ -28,7 +28,8 @@
 //     where the lock makes it see `cancel_requested`.
 //   - Every syscall on the descriptor is made inside fd_acquire()/fd_release(); close() sets the
 //     closed bit and the last user closes the descriptor, so a number is never reused while a
-//     syscall may still be made on it.
+//     syscall may still be made on it. A use that finds the bit set still counts itself in and
+//     out, so the count may reach 0 twice; the released bit makes exactly one party close.
 #pragma once
 
 #include <atomic>
@@ -117,11 +118,14 @@ class socket_context final : public readiness_target {
   ~socket_context() override;
   void drive(op_queue& q) noexcept;
 
-  static constexpr std::uint32_t kFdClosed = 1u << 31;
+  void close_fd_once() noexcept;
+
+  static constexpr std::uint32_t kFdClosed = 1u << 31;    // close() was called
+  static constexpr std::uint32_t kFdReleased = 1u << 30;  // the descriptor itself is closed
 
   const int fd_;
   socket_engine* engine_ = nullptr;
-  std::atomic<std::uint32_t> fd_state_{0};  // users in the low bits, kFdClosed once closed
+  std::atomic<std::uint32_t> fd_state_{0};  // users in the low bits, then kFdReleased, kFdClosed
   std::atomic<bool> close_started_{false};
   op_queue reads_;
   op_queue writes_;
