@@ -13,7 +13,9 @@
 // requested, and handles events one at a time until the queue is empty or its time slice is over
 // (then it requests a helper before it returns). The batch is thus spread over as many workers
 // as are free, Parallel.For style, without one pool item per event, which contended the pool's
-// queues and fed back into hill climbing.
+// queues and fed back into hill climbing. The items are coroutines ("runners") that park on the
+// engine's idle list after each run and are queued again from there, so a steady load queues them
+// without allocating; there are never more runners than items that ran at once.
 //
 // Why no event is left in the queue with no item coming. Invariant: while processing_requested is
 // true, an item is queued that has not yet cleared it, and that item clears it *before* it pops.
@@ -47,6 +49,7 @@
 
 #include <cerrno>
 #include <chrono>
+#include <coroutine>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -71,6 +74,8 @@ namespace {
 
 /// Events taken from the kernel per epoll_wait (.NET's EventBufferCount is 1024 too).
 constexpr int kEventBufferCount = 1024;
+/// Room for parked batch items reserved up front (more grow the list once).
+constexpr std::size_t kRunnersReserved = 64;
 /// A batch item hands on to a helper after this long, so one item does not hold a worker
 /// through an endless stream of events (.NET's EventQueueProcessingTimeSliceMs is 15 as well).
 constexpr auto kBatchTimeSliceMs = std::chrono::milliseconds(15);
@@ -153,6 +158,7 @@ class socket_engine {
       ::close(epoll_fd_);
       throw socket_error(e, "tpl::net: epoll_ctl on the engine's eventfd failed");
     }
+    idle_runners_.reserve(kRunnersReserved);
     thread_ = std::thread([this] { run(); });
   }
 
@@ -217,12 +223,43 @@ class socket_engine {
     // seq_cst: pairs with the item's clear-then-pop (file header); exchange so only one item is
     // queued per clear.
     if (processing_requested_.exchange(true, std::memory_order_seq_cst)) return;
-    start_batch_item(this);
+    std::coroutine_handle<> runner;
+    {
+      std::lock_guard g(runners_lock_);
+      if (!idle_runners_.empty()) {
+        runner = idle_runners_.back();
+        idle_runners_.pop_back();
+      }
+    }
+    if (runner)
+      thread_pool::default_pool().schedule(runner);
+    else
+      start_runner(this);
   }
 
-  static tpl::detail::detached start_batch_item(socket_engine* self) noexcept {
+  /// A batch item that is reused: after each run it parks itself on idle_runners_ (there are never
+  /// more than the batch items that ran at once), so queuing one allocates nothing once warm.
+  struct park_runner {
+    socket_engine* engine;
+    bool await_ready() const noexcept { return false; }
+    void await_suspend(std::coroutine_handle<> h) const noexcept {
+      std::lock_guard g(engine->runners_lock_);
+      try {
+        engine->idle_runners_.push_back(h);
+      } catch (...) {
+        // No memory to park it: this runner stays suspended for good (a frame lost, not work:
+        // request_processing starts a new one when the list is empty).
+      }
+    }
+    void await_resume() const noexcept {}
+  };
+
+  static tpl::detail::detached start_runner(socket_engine* self) noexcept {
     co_await resume_on(thread_pool::default_pool());
-    self->process_events();
+    for (;;) {
+      self->process_events();
+      co_await park_runner{self};
+    }
   }
 
   void run() noexcept {
@@ -308,6 +345,8 @@ class socket_engine {
   std::atomic<bool> processing_requested_{false};
   std::mutex retire_lock_;
   std::vector<readiness_target*> retired_;
+  std::mutex runners_lock_;
+  std::vector<std::coroutine_handle<>> idle_runners_;  // parked batch items, ready to be queued
 };
 
 namespace {
