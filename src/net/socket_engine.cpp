@@ -1,0 +1,416 @@
+// The epoll engine thread and its batch hand-off to the thread pool (.NET's SocketAsyncEngine.Unix,
+// after dotnet/runtime#35330). See socket_engine.hpp for the seam with socket_context.
+//
+// Each engine is one thread blocked in epoll_wait on its own epoll instance. Sockets are
+// registered once, edge-triggered, for EPOLLIN | EPOLLOUT | EPOLLRDHUP: the kernel reports a
+// change of readiness once, and the socket's context keeps what it means (a sequence number per
+// direction, socket_context.hpp). The engine only translates the flags and hands them over.
+//
+// Hand-off (default mode). One epoll_wait returns a batch of events. The engine thread appends them
+// all to its ready queue (a ring under a mutex; each entry holds a reference to its target) and
+// then, unless an item is already requested, queues ONE work item on the pool. That item clears
+// `processing_requested`, claims one event, requests a helper (a copy of itself) if none is
+// requested, and handles events one at a time until the queue is empty or its time slice is over
+// (then it requests a helper before it returns). The batch is thus spread over as many workers
+// as are free, Parallel.For style, without one pool item per event, which contended the pool's
+// queues and fed back into hill climbing. The items are coroutines ("runners") that park on the
+// engine's idle list after each run and are queued again from there, so a steady load queues them
+// without allocating; there are never more runners than items that ran at once.
+//
+// Why no event is left in the queue with no item coming. Invariant: while processing_requested is
+// true, an item is queued that has not yet cleared it, and that item clears it *before* it pops.
+// The engine pushes under the mutex and then exchanges the flag to true; an item clears the flag
+// (seq_cst) and then pops under the mutex. If an item's pop took the mutex before the engine's
+// push, that item's clear happens-before the engine's exchange, which therefore reads false (and
+// queues an item) or a later true whose item clears and pops later still. Otherwise the pop comes
+// after the push and sees the event. Either way someone pops it.
+//
+// Why no readiness is lost between the engine and an operation: socket_context.hpp (an operation
+// reads its direction's sequence number before its syscall and registers as waiting only if the
+// number has not moved; the handler bumps the number under the same lock that guards the waiting
+// slot), checked by tests/net/model_socket_readiness_test.cpp.
+//
+// Inline completions (TPL_SOCKETS_INLINE_COMPLETIONS=1): the engine thread calls on_readiness
+// itself, so continuations run on the engine thread (.NET's experimental
+// DOTNET_SYSTEM_NET_SOCKETS_INLINE_COMPLETIONS). One hop less, but a continuation that blocks
+// stalls every socket of that engine, and one that waits for another socket of the same engine
+// deadlocks it. docs/io.md says the same.
+//
+// Lifetime: engine_detach removes the descriptor from epoll (so no later epoll_wait reports it)
+// and puts the target on the retired list; the engine thread releases retired targets only after
+// it has queued (with their own references) every event of the batch it was processing, so an
+// event returned just before the detach still finds its target alive. Engines are never destroyed
+// (like the default pool): their threads end with the process.
+#include "socket_engine.hpp"
+
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <coroutine>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <cstddef>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "tpl/detail/detached.hpp"
+#include "accept.hpp"
+#include "tpl/net/socket_error.hpp"
+#include "tpl/net/socket_stats.hpp"
+#include "tpl/scheduler.hpp"
+#include "tpl/thread_pool.hpp"
+
+namespace tpl::net::detail {
+
+namespace {
+
+/// Events taken from the kernel per epoll_wait (.NET's EventBufferCount is 1024 too).
+constexpr int kEventBufferCount = 1024;
+/// Room for parked batch items reserved up front (more grow the list once).
+constexpr std::size_t kRunnersReserved = 64;
+/// A batch item hands on to a helper after this long, so one item does not hold a worker
+/// through an endless stream of events (.NET's EventQueueProcessingTimeSliceMs is 15 as well).
+constexpr auto kBatchTimeSliceMs = std::chrono::milliseconds(15);
+
+struct counters_t {
+  std::atomic<std::uint64_t> wakeups{0}, events{0}, batch_items{0}, largest_batch{0};
+  std::atomic<unsigned> engine_count{0};
+  std::atomic<bool> inline_completions{false};
+};
+counters_t g_counters;
+
+/// TPL_THREADPOOL_TRACE=1: the engine thread prints the socket counters at most this often, and
+/// only when they changed.
+constexpr auto kTracePeriodMs = std::chrono::milliseconds(1000);
+
+bool trace_enabled() noexcept {
+  const char* t = std::getenv("TPL_THREADPOOL_TRACE");
+  return t != nullptr && std::strcmp(t, "1") == 0;
+}
+
+struct ready_event {
+  readiness_target* target;
+  std::uint32_t bits;
+};
+
+/// A FIFO ring that grows (never shrinks), so a steady load allocates nothing. Not thread-safe:
+/// the engine's queue_lock guards it.
+class ready_ring {
+ public:
+  void push(ready_event e) {
+    if (count_ == slots_.size()) grow();
+    slots_[(head_ + count_) & (slots_.size() - 1)] = e;
+    ++count_;
+  }
+  bool pop(ready_event& e) noexcept {
+    if (count_ == 0) return false;
+    e = slots_[head_];
+    head_ = (head_ + 1) & (slots_.size() - 1);
+    --count_;
+    return true;
+  }
+
+ private:
+  void grow() {
+    std::vector<ready_event> bigger(slots_.empty() ? 256 : slots_.size() * 2);
+    for (std::size_t i = 0; i < count_; ++i) bigger[i] = slots_[(head_ + i) & (slots_.size() - 1)];
+    slots_ = std::move(bigger);
+    head_ = 0;
+  }
+  std::vector<ready_event> slots_;
+  std::size_t head_ = 0, count_ = 0;
+};
+
+std::uint32_t translate(std::uint32_t epoll_bits) noexcept {
+  std::uint32_t bits = 0;
+  if (epoll_bits & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) bits |= readable;
+  if (epoll_bits & (EPOLLOUT | EPOLLHUP | EPOLLERR)) bits |= writable;
+  return bits;
+}
+
+}  // namespace
+
+class socket_engine {
+ public:
+  explicit socket_engine(bool inline_completions) : inline_(inline_completions) {
+    epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
+    if (epoll_fd_ < 0) throw socket_error(errno, "tpl::net: epoll_create1 failed");
+    wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (wake_fd_ < 0) {
+      const int e = errno;
+      ::close(epoll_fd_);
+      throw socket_error(e, "tpl::net: eventfd failed");
+    }
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.ptr = nullptr;  // the wake-up descriptor: the only registration without a target
+    if (::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, wake_fd_, &ev) != 0) {
+      const int e = errno;
+      ::close(wake_fd_);
+      ::close(epoll_fd_);
+      throw socket_error(e, "tpl::net: epoll_ctl on the engine's eventfd failed");
+    }
+    idle_runners_.reserve(kRunnersReserved);
+    thread_ = std::thread([this] { run(); });
+  }
+
+  void attach(int fd, readiness_target* t) {
+    t->add_ref();
+    epoll_event ev{};
+    ev.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET;
+    ev.data.ptr = t;
+    if (::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0) {
+      const int e = errno;
+      t->release();
+      throw socket_error(e, "tpl::net: epoll_ctl(ADD) failed");
+    }
+  }
+
+  void detach(int fd, readiness_target* t) noexcept {
+    ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr);  // fails only for a bad fd: nothing to undo
+    bool wake = false;
+    {
+      std::lock_guard g(retire_lock_);
+      wake = retired_.empty();
+      try {
+        retired_.push_back(t);
+      } catch (...) {
+        // Out of memory for the list: keep the target alive for good rather than risk a late
+        // event on freed memory.
+        return;
+      }
+    }
+    if (wake) {
+      const std::uint64_t one = 1;
+      [[maybe_unused]] ssize_t r = ::write(wake_fd_, &one, sizeof one);  // a full counter is awake
+    }
+  }
+
+  /// One batch item (the first or a helper): claims events one at a time.
+  void process_events() noexcept {
+    g_counters.batch_items.fetch_add(1, std::memory_order_relaxed);  // relaxed: a statistic
+    // seq_cst: must precede this item's pop in the order the engine's exchange sees (file header).
+    processing_requested_.store(false, std::memory_order_seq_cst);
+    ready_event ev;
+    if (!pop(ev)) return;
+    request_processing();
+    const auto start = std::chrono::steady_clock::now();
+    for (;;) {
+      ev.target->on_readiness(ev.bits);
+      ev.target->release();
+      g_counters.events.fetch_add(1, std::memory_order_relaxed);  // relaxed: a statistic
+      if (std::chrono::steady_clock::now() - start >= kBatchTimeSliceMs) break;
+      if (!pop(ev)) return;
+    }
+    request_processing();  // events remain: someone must come for them
+  }
+
+ private:
+  bool pop(ready_event& ev) noexcept {
+    std::lock_guard g(queue_lock_);
+    return ready_.pop(ev);
+  }
+
+  void request_processing() noexcept {
+    // seq_cst: pairs with the item's clear-then-pop (file header); exchange so only one item is
+    // queued per clear.
+    if (processing_requested_.exchange(true, std::memory_order_seq_cst)) return;
+    std::coroutine_handle<> runner;
+    {
+      std::lock_guard g(runners_lock_);
+      if (!idle_runners_.empty()) {
+        runner = idle_runners_.back();
+        idle_runners_.pop_back();
+      }
+    }
+    if (runner)
+      thread_pool::default_pool().schedule(runner);
+    else
+      start_runner(this);
+  }
+
+  /// A batch item that is reused: after each run it parks itself on idle_runners_ (there are never
+  /// more than the batch items that ran at once), so queuing one allocates nothing once warm.
+  struct park_runner {
+    socket_engine* engine;
+    bool await_ready() const noexcept { return false; }
+    void await_suspend(std::coroutine_handle<> h) const noexcept {
+      std::lock_guard g(engine->runners_lock_);
+      try {
+        engine->idle_runners_.push_back(h);
+      } catch (...) {
+        // No memory to park it: this runner stays suspended for good (a frame lost, not work:
+        // request_processing starts a new one when the list is empty).
+      }
+    }
+    void await_resume() const noexcept {}
+  };
+
+  static tpl::detail::detached start_runner(socket_engine* self) noexcept {
+    co_await resume_on(thread_pool::default_pool());
+    for (;;) {
+      self->process_events();
+      co_await park_runner{self};
+    }
+  }
+
+  void run() noexcept {
+    std::unique_ptr<epoll_event[]> events(new epoll_event[kEventBufferCount]);
+    std::vector<readiness_target*> retired;
+    const bool trace = trace_enabled();
+    auto last_trace = std::chrono::steady_clock::now();
+    std::uint64_t last_traced_events = 0;
+    for (;;) {
+      const int n = ::epoll_wait(epoll_fd_, events.get(), kEventBufferCount, -1);
+      if (n < 0) continue;  // EINTR; nothing else can fail on a valid epoll descriptor
+      std::size_t socket_events = 0;
+      if (inline_) {
+        for (int i = 0; i < n; ++i) {
+          auto* t = static_cast<readiness_target*>(events[i].data.ptr);
+          if (t == nullptr) continue;
+          t->on_readiness(translate(events[i].events));
+          ++socket_events;
+        }
+        g_counters.events.fetch_add(socket_events, std::memory_order_relaxed);  // relaxed: statistic
+      } else {
+        {
+          std::lock_guard g(queue_lock_);
+          for (int i = 0; i < n; ++i) {
+            auto* t = static_cast<readiness_target*>(events[i].data.ptr);
+            if (t == nullptr) continue;
+            t->add_ref();
+            try {
+              ready_.push({t, translate(events[i].events)});
+            } catch (...) {
+              // No memory to queue the event: the socket's operations wait for its next edge,
+              // which is the best the engine can do; the reference goes back.
+              t->release();
+              continue;
+            }
+            ++socket_events;
+          }
+        }
+        if (socket_events != 0) request_processing();
+      }
+      if (socket_events != 0) {
+        // relaxed: statistics for display.
+        g_counters.wakeups.fetch_add(1, std::memory_order_relaxed);
+        std::uint64_t largest = g_counters.largest_batch.load(std::memory_order_relaxed);
+        while (socket_events > largest &&
+               !g_counters.largest_batch.compare_exchange_weak(largest, socket_events, std::memory_order_relaxed)) {
+        }
+      }
+      if (socket_events != static_cast<std::size_t>(n)) {
+        std::uint64_t drained;
+        [[maybe_unused]] ssize_t r = ::read(wake_fd_, &drained, sizeof drained);
+      }
+      {
+        std::lock_guard g(retire_lock_);
+        retired.swap(retired_);
+      }
+      for (readiness_target* t : retired) t->release();
+      retired.clear();
+      if (trace) maybe_trace(last_trace, last_traced_events);
+    }
+  }
+
+  static void maybe_trace(std::chrono::steady_clock::time_point& last, std::uint64_t& last_events) noexcept {
+    const auto now = std::chrono::steady_clock::now();
+    if (now - last < kTracePeriodMs) return;
+    const net::socket_engine_stats s = net::socket_stats();
+    if (s.events == last_events) return;
+    last = now;
+    last_events = s.events;
+    try {
+      std::fprintf(stderr, "%s\n", net::to_string(s).c_str());
+    } catch (...) {
+      // Out of memory for the line: the trace skips it.
+    }
+  }
+
+  const bool inline_;
+  int epoll_fd_ = -1;
+  int wake_fd_ = -1;
+  std::thread thread_;
+  std::mutex queue_lock_;
+  ready_ring ready_;
+  std::atomic<bool> processing_requested_{false};
+  std::mutex retire_lock_;
+  std::vector<readiness_target*> retired_;
+  std::mutex runners_lock_;
+  std::vector<std::coroutine_handle<>> idle_runners_;  // parked batch items, ready to be queued
+};
+
+namespace {
+
+struct engine_set {
+  engine_config config;
+  std::vector<socket_engine*> engines;  // never freed: the engines live as long as the process
+  std::atomic<unsigned> next{0};
+};
+
+engine_set& engines() {
+  static engine_set* set = [] {
+    auto* s = new engine_set;
+    s->config = engine_config_from_environment();
+    for (unsigned i = 0; i < s->config.engine_count; ++i)
+      s->engines.push_back(new socket_engine(s->config.inline_completions));
+    // relaxed: display only.
+    g_counters.inline_completions.store(s->config.inline_completions, std::memory_order_relaxed);
+    g_counters.engine_count.store(s->config.engine_count, std::memory_order_relaxed);
+    return s;
+  }();
+  return *set;
+}
+
+}  // namespace
+
+socket_engine& engine_for_new_socket() {
+  engine_set& s = engines();
+  if (s.engines.size() == 1) return *s.engines.front();
+  // relaxed: only spreads sockets over engines; any interleaving is a valid assignment.
+  return *s.engines[s.next.fetch_add(1, std::memory_order_relaxed) % s.engines.size()];
+}
+
+void engine_attach(socket_engine& e, int fd, readiness_target* t) { e.attach(fd, t); }
+void engine_detach(socket_engine& e, int fd, readiness_target* t) noexcept { e.detach(fd, t); }
+
+
+}  // namespace tpl::net::detail
+
+namespace tpl::net {
+
+socket_engine_stats socket_stats() noexcept {
+  using detail::g_counters;
+  socket_engine_stats s;
+  // relaxed: a snapshot for display, not a consistent cut.
+  s.engine_count = g_counters.engine_count.load(std::memory_order_relaxed);
+  s.inline_completions = g_counters.inline_completions.load(std::memory_order_relaxed);
+  s.engine_wakeups = g_counters.wakeups.load(std::memory_order_relaxed);
+  s.events = g_counters.events.load(std::memory_order_relaxed);
+  s.batch_items = g_counters.batch_items.load(std::memory_order_relaxed);
+  s.largest_batch = g_counters.largest_batch.load(std::memory_order_relaxed);
+  s.accept_backoffs = detail::g_accept_backoffs.load(std::memory_order_relaxed);
+  return s;
+}
+
+std::string to_string(const socket_engine_stats& s) {
+  char buf[256];
+  std::snprintf(buf, sizeof buf,
+                "tpl-sockets engines=%u inline=%d wakeups=%llu events=%llu batch_items=%llu largest_batch=%llu "
+                "accept_backoffs=%llu",
+                s.engine_count, s.inline_completions ? 1 : 0, static_cast<unsigned long long>(s.engine_wakeups),
+                static_cast<unsigned long long>(s.events), static_cast<unsigned long long>(s.batch_items),
+                static_cast<unsigned long long>(s.largest_batch), static_cast<unsigned long long>(s.accept_backoffs));
+  return buf;
+}
+
+}  // namespace tpl::net
