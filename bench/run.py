@@ -342,6 +342,8 @@ TPL_EXAMPLES = [
 
 # tpl_micro_bench's groups (bench/micro/*.cpp, "Group/Method" names) -> description.
 MICRO_GROUPS: dict[str, str] = {
+    "value_task_source": "ping-pong between two tasks through two reusable value-task sources "
+                         "(.NET ManualResetValueTaskSourceCore; 0 B per operation is the point)",
     "async_generator": "one item of an async_generator whose body yields without waiting, and a "
                        "whole generator of 1,000,000 ints",
     "async_local": "async_local updates (seed 000: 4 locals x 1,000 updates, 62 ns and 144 B per "
