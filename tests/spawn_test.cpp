@@ -1,0 +1,144 @@
+// tpl::spawn (fork-join with one frame per child) and the start guard that also keeps deep
+// recursion of hot coroutines off the end of the stack (tpl/detail/start_guard.hpp).
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstdint>
+#include <stdexcept>
+#include <thread>
+
+#include <tpl/tpl.hpp>
+
+#include "test_support.hpp"
+
+namespace {
+
+tpl::task<int> record_and_return(std::atomic<bool>& ran, int v) {
+  ran = true;
+  co_return v;
+}
+
+tpl::task<std::thread::id> thread_of_body() { co_return std::this_thread::get_id(); }
+
+tpl::task<long> fib(int n) {
+  if (n < 2) co_return n;
+  tpl::task<long> left = tpl::spawn([n] { return fib(n - 1); });
+  const long right = co_await fib(n - 2);
+  co_return co_await left + right;
+}
+
+tpl::task<std::int64_t> skynet(std::int64_t num, std::int64_t size) {
+  if (size == 1) co_return num;
+  const std::int64_t sub = size / 10;
+  tpl::task<std::int64_t> children[9];
+  for (int i = 0; i < 9; ++i) children[i] = tpl::spawn([=] { return skynet(num + i * sub, sub); });
+  std::int64_t sum = co_await skynet(num + 9 * sub, sub);
+  for (int i = 8; i >= 0; --i) sum += co_await children[i];  // newest first
+  co_return sum;
+}
+
+// Hot, no deferral, one stack frame per level when nothing stops it.
+tpl::task<std::int64_t> count(std::int64_t n) {
+  if (n == 0) co_return 0;
+  co_return 1 + co_await count(n - 1);
+}
+
+}  // namespace
+
+TEST(spawn, queues_the_coroutine_instead_of_running_it_inline) {
+  tpl::testing::deterministic_scheduler sched(1);
+  std::atomic<bool> ran{false};
+  bool ran_at_spawn = true;
+  tpl::task<int> driver = sched.start([&]() -> tpl::task<int> {
+    tpl::task<int> child = tpl::spawn([&] { return record_and_return(ran, 5); });
+    ran_at_spawn = ran.load();
+    co_return co_await child;
+  });
+  sched.run_until_idle();
+  EXPECT_FALSE(ran_at_spawn);
+  EXPECT_TRUE(ran.load());
+  EXPECT_EQ(driver.get(), 5);
+}
+
+TEST(spawn, from_a_thread_outside_the_pool_the_body_runs_on_the_pool) {
+  tpl::task<std::thread::id> t = tpl::spawn([] { return thread_of_body(); });
+  EXPECT_NE(t.get(), std::this_thread::get_id());
+}
+
+TEST(spawn, only_the_first_coroutine_is_queued_and_the_request_does_not_leak) {
+  tpl::testing::deterministic_scheduler sched(1);
+  std::atomic<bool> first{false};
+  std::atomic<bool> later{false};
+  bool later_ran_inline = false;
+  tpl::task<> driver = sched.start([&]() -> tpl::task<> {
+    tpl::task<int> a = tpl::spawn([&] { return record_and_return(first, 1); });
+    tpl::task<int> b = record_and_return(later, 2);  // an ordinary hot call afterwards
+    later_ran_inline = later.load();
+    co_await a;
+    co_await b;
+  });
+  sched.run_until_idle();
+  driver.get();
+  EXPECT_TRUE(later_ran_inline);
+  EXPECT_TRUE(first.load());
+}
+
+TEST(spawn, a_function_that_starts_no_coroutine_returns_its_task_and_withdraws_the_request) {
+  std::atomic<bool> ran{false};
+  tpl::task<int> done = tpl::spawn([] { return tpl::task_from_result(3); });
+  EXPECT_EQ(done.get(), 3);
+  tpl::task<int> hot = record_and_return(ran, 4);
+  EXPECT_TRUE(ran.load());  // not deferred by a request left behind
+  EXPECT_EQ(hot.get(), 4);
+}
+
+TEST(spawn, a_function_that_throws_propagates_and_withdraws_the_request) {
+  EXPECT_THROW((void)tpl::spawn([]() -> tpl::task<int> { throw std::runtime_error("no"); }),
+               std::runtime_error);
+  std::atomic<bool> ran{false};
+  tpl::task<int> hot = record_and_return(ran, 1);
+  EXPECT_TRUE(ran.load());
+  hot.get();
+}
+
+TEST(spawn, a_spawned_task_awaited_elsewhere_still_completes) {
+  // Awaited from the main thread (not the worker whose deque holds it): the awaiter waits.
+  tpl::task<long> t = tpl::spawn([] { return fib(15); });
+  EXPECT_EQ(t.get(), 610);
+}
+
+TEST(spawn, fib_forks_and_joins_on_the_pool) {
+  const int n = tpl_test::scaled(25, 18);
+  const long expected = n == 25 ? 75025 : 2584;
+  EXPECT_EQ(tpl::run([n] { return fib(n); }).get(), expected);
+}
+
+TEST(spawn, skynet_sums_every_leaf) {
+  const std::int64_t leaves = tpl_test::scaled(100'000, 10'000);
+  EXPECT_EQ(tpl::run([leaves] { return skynet(0, leaves); }).get(), leaves * (leaves - 1) / 2);
+}
+
+TEST(spawn, a_value_task_function_is_accepted) {
+  tpl::value_task<int> v = tpl::spawn([]() -> tpl::value_task<int> { co_return 9; });
+  EXPECT_EQ(tpl::sync_wait(std::move(v)), 9);
+}
+
+// ---- the stack guard ------------------------------------------------------------------------------
+
+TEST(start_guard, a_million_levels_of_hot_recursion_complete_from_the_main_thread) {
+  const std::int64_t n = tpl_test::scaled(1'000'000, 1'000'000);
+  EXPECT_EQ(tpl::sync_wait(count(n)), n);
+  EXPECT_NE(tpl::detail::stack_threshold_for_testing(), 0u);
+}
+
+TEST(start_guard, a_million_levels_of_hot_recursion_complete_on_a_pool_thread) {
+  const std::int64_t n = tpl_test::scaled(1'000'000, 1'000'000);
+  EXPECT_EQ(tpl::run([n] { return count(n); }).get(), n);
+}
+
+TEST(start_guard, shallow_recursion_is_never_deferred) {
+  // Far from the threshold: everything runs inline, so the whole recursion completes in the call.
+  tpl::task<std::int64_t> t = count(1000);
+  EXPECT_TRUE(t.is_completed());
+  EXPECT_EQ(t.get(), 1000);
+}
