@@ -115,6 +115,42 @@ tpl::task<std::int64_t> skynet(std::int64_t num, std::int64_t size) {
   co_return sum;
 }
 
+// The same with tpl::spawn, the idiom docs/tasks.md teaches for fork-join: nine children spawned
+// (one frame each), the tenth run inline, the spawned ones awaited newest first.
+tpl::task<std::int64_t> skynet_spawn(std::int64_t num, std::int64_t size) {
+  if (size == 1) co_return num;
+  const std::int64_t sub = size / 10;
+  tpl::task<std::int64_t> children[9];
+  for (std::int64_t i = 0; i < 9; ++i)
+    children[i] = tpl::spawn([=] { return skynet_spawn(num + i * sub, sub); });
+  std::int64_t sum = co_await skynet_spawn(num + 9 * sub, sub);
+  for (int i = 8; i >= 0; --i) sum += co_await children[i];
+  co_return sum;
+}
+
+// ---- fib: binary fork-join ----------------------------------------------------------------------
+tpl::task<long long> fib_spawn(int n) {
+  if (n < 2) co_return n;
+  tpl::task<long long> left = tpl::spawn([n] { return fib_spawn(n - 1); });
+  const long long right = co_await fib_spawn(n - 2);
+  co_return co_await left + right;
+}
+
+tpl::task<long long> fib_run(int n) {
+  if (n < 2) co_return n;
+  std::vector<tpl::task<long long>> children;
+  children.reserve(2);
+  children.push_back(tpl::run([n] { return fib_run(n - 1); }));
+  children.push_back(tpl::run([n] { return fib_run(n - 2); }));
+  long long sum = 0;
+  for (auto v : co_await tpl::when_all(std::move(children))) sum += v;
+  co_return sum;
+}
+
+long long on_pool(tpl::task<long long> (*f)(int), int n) {
+  return tpl::run([f, n] { return f(n); }).get();
+}
+
 constexpr int kLinks = 1'000'000;
 constexpr int kQuickLinks = 100'000;
 
@@ -130,6 +166,11 @@ int main(int argc, char** argv) {
       {"recursive_count", "tpl count via tpl::run", [&](bool q) { return tpl::sync_wait(count(n(q))); }, kLinks, kQuickLinks},
       {"skynet", "tpl run + when_all", [](bool q) { return static_cast<long long>(tpl::sync_wait(skynet(0, q ? 100'000 : 1'000'000))); },
        499999500000LL, 4999950000LL},
+      {"skynet", "tpl spawn (one frame per child)", [](bool q) { return static_cast<long long>(tpl::sync_wait(skynet_spawn(0, q ? 100'000 : 1'000'000))); },
+       499999500000LL, 4999950000LL},
+      {"fib30", "tpl spawn + inline last child", [](bool q) { return on_pool(fib_spawn, q ? 25 : 30); }, 832040LL, 75025LL},
+      {"fib30", "tpl run + when_all", [](bool q) { return on_pool(fib_run, q ? 25 : 30); }, 832040LL, 75025LL},
+      {"fib35", "tpl spawn + inline last child", [](bool q) { return on_pool(fib_spawn, q ? 30 : 35); }, 9227465LL, 832040LL},
   };
   return tpl_bench::workload_main(argc, argv, methods);
 }

@@ -29,6 +29,16 @@ long long skynet(long long num, long long size) {
   return sum;
 }
 
+long long fib(int n) {
+  if (n < 2) return n;
+  long long a = 0;
+  tbb::task_group g;
+  g.run([&a, n] { a = fib(n - 1); });
+  const long long b = fib(n - 2);
+  g.wait();
+  return a + b;
+}
+
 __attribute__((noinline)) void body(int i) { asm volatile("" ::"r"(i)); }
 
 long long parallel_loop(int n) {
@@ -80,6 +90,8 @@ int main(int argc, char** argv) {
   using peer::pick;
   std::vector<peer::method> methods = {
       {"skynet", "task_group", [](bool q, peer::recorder&) { return skynet(0, pick(q, 1'000'000, 100'000)); }},
+      {"fib30", "task_group, one child run + one inline", [](bool q, peer::recorder&) { return fib(pick(q, 30, 25)); }},
+      {"fib35", "task_group, one child run + one inline", [](bool q, peer::recorder&) { return fib(pick(q, 35, 30)); }},
       {"for_async_1m", "parallel_reduce over blocked_range", [](bool q, peer::recorder&) { return parallel_loop(pick(q, 1'000'000, 100'000)); }},
       {"jobs_100", "parallel_for, sleeping bodies", [](bool q, peer::recorder&) { return jobs_sleeping(pick(q, 100, 20)); }},
       {"channel_spsc_bounded", "concurrent_bounded_queue(1024), 2 threads",
