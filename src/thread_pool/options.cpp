@@ -8,34 +8,11 @@
 
 #include "tpl/detail/pool_policy.hpp"
 #include "tpl/thread_pool.hpp"
+#include "../env_parse.hpp"
 
 namespace tpl {
 
 namespace {
-
-[[noreturn]] void bad(const char* name, const char* value, const char* expected) {
-  throw std::invalid_argument(std::string("tpl: environment variable ") + name + "=\"" + value +
-                              "\" is invalid: expected " + expected);
-}
-
-// A whole decimal number in [lo, hi], nothing else (no sign, no trailing text).
-unsigned long long parse_unsigned(const char* name, const char* value, unsigned long long lo,
-                                  unsigned long long hi, const char* expected) {
-  if (*value == '\0') bad(name, value, expected);
-  for (const char* p = value; *p != '\0'; ++p)
-    if (*p < '0' || *p > '9') bad(name, value, expected);
-  errno = 0;
-  char* end = nullptr;
-  const unsigned long long v = std::strtoull(value, &end, 10);
-  if (errno == ERANGE || v < lo || v > hi) bad(name, value, expected);
-  return v;
-}
-
-bool parse_bool(const char* name, const char* value) {
-  if (std::strcmp(value, "1") == 0 || std::strcmp(value, "true") == 0) return true;
-  if (std::strcmp(value, "0") == 0 || std::strcmp(value, "false") == 0) return false;
-  bad(name, value, "0, 1, true or false");
-}
 
 }  // namespace
 
@@ -44,28 +21,28 @@ thread_pool_options thread_pool_options::from_environment() { return from_enviro
 thread_pool_options thread_pool_options::from_environment(thread_pool_options o) {
   if (const char* v = std::getenv("TPL_THREADPOOL_MIN_THREADS"))
     o.thread_count = static_cast<unsigned>(
-        parse_unsigned("TPL_THREADPOOL_MIN_THREADS", v, 1, detail::kMaxPoolThreads, "an integer in 1..32767"));
+        detail::parse_environment_unsigned("TPL_THREADPOOL_MIN_THREADS", v, 1, detail::kMaxPoolThreads, "an integer in 1..32767"));
   if (const char* v = std::getenv("TPL_THREADPOOL_MAX_THREADS"))
     o.max_threads = static_cast<unsigned>(
-        parse_unsigned("TPL_THREADPOOL_MAX_THREADS", v, 1, detail::kMaxPoolThreads, "an integer in 1..32767"));
+        detail::parse_environment_unsigned("TPL_THREADPOOL_MAX_THREADS", v, 1, detail::kMaxPoolThreads, "an integer in 1..32767"));
   if (const char* v = std::getenv("TPL_THREADPOOL_HILL_CLIMBING"))
-    o.hill_climbing = parse_bool("TPL_THREADPOOL_HILL_CLIMBING", v);
+    o.hill_climbing = detail::parse_environment_bool("TPL_THREADPOOL_HILL_CLIMBING", v);
   if (const char* v = std::getenv("TPL_THREADPOOL_COOPERATIVE_BLOCKING"))
-    o.cooperative_blocking = parse_bool("TPL_THREADPOOL_COOPERATIVE_BLOCKING", v);
+    o.cooperative_blocking = detail::parse_environment_bool("TPL_THREADPOOL_COOPERATIVE_BLOCKING", v);
   if (const char* v = std::getenv("TPL_THREADPOOL_INJECTION")) {
     if (std::strcmp(v, "adaptive") == 0)
       o.injection = injection_policy::adaptive;
     else if (std::strcmp(v, "eager") == 0)
       o.injection = injection_policy::eager;
     else
-      bad("TPL_THREADPOOL_INJECTION", v, "adaptive or eager");
+      detail::bad_environment_value("TPL_THREADPOOL_INJECTION", v, "adaptive or eager");
   }
   if (const char* v = std::getenv("TPL_THREADPOOL_IDLE_TIMEOUT_MS"))
-    o.idle_timeout = std::chrono::milliseconds(parse_unsigned(
+    o.idle_timeout = std::chrono::milliseconds(detail::parse_environment_unsigned(
         "TPL_THREADPOOL_IDLE_TIMEOUT_MS", v, 1, 24ull * 3600 * 1000, "milliseconds in 1..86400000"));
   if (const char* v = std::getenv("TPL_THREADPOOL_GLOBAL_QUEUES"))
     o.extra_global_queues = static_cast<unsigned>(
-        parse_unsigned("TPL_THREADPOOL_GLOBAL_QUEUES", v, 0, 4096, "an integer in 0..4096"));
+        detail::parse_environment_unsigned("TPL_THREADPOOL_GLOBAL_QUEUES", v, 0, 4096, "an integer in 0..4096"));
   const unsigned min = o.thread_count, max = o.max_threads;
   if (min != 0 && max != 0 && min > max)
     throw std::invalid_argument("tpl: TPL_THREADPOOL_MIN_THREADS (" + std::to_string(min) +
