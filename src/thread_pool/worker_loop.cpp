@@ -322,9 +322,12 @@ void dispatch_after_others(std::coroutine_handle<> h) {
 
 }  // namespace detail
 
-inline_scheduler& inline_scheduler::instance() noexcept {
-  static inline_scheduler s;
-  return s;
-}
+namespace {
+// Constant-initialized: instance() is an address, with no guard to test on every call (the start
+// guard's deferral asks for it on every spawn).
+constinit inline_scheduler g_inline_scheduler;
+}  // namespace
+
+inline_scheduler& inline_scheduler::instance() noexcept { return g_inline_scheduler; }
 
 }  // namespace tpl
