@@ -110,12 +110,12 @@ TEST(spawn, a_spawned_task_awaited_elsewhere_still_completes) {
 TEST(spawn, fib_forks_and_joins_on_the_pool) {
   const int n = tpl_test::scaled(25, 18);
   const long expected = n == 25 ? 75025 : 2584;
-  EXPECT_EQ(tpl::run([n] { return fib(n); }).get(), expected);
+  EXPECT_EQ(tpl::run([=] { return fib(n); }).get(), expected);
 }
 
 TEST(spawn, skynet_sums_every_leaf) {
   const std::int64_t leaves = tpl_test::scaled(100'000, 10'000);
-  EXPECT_EQ(tpl::run([leaves] { return skynet(0, leaves); }).get(), leaves * (leaves - 1) / 2);
+  EXPECT_EQ(tpl::run([=] { return skynet(0, leaves); }).get(), leaves * (leaves - 1) / 2);
 }
 
 TEST(spawn, a_value_task_function_is_accepted) {
@@ -133,7 +133,7 @@ TEST(start_guard, a_million_levels_of_hot_recursion_complete_from_the_main_threa
 
 TEST(start_guard, a_million_levels_of_hot_recursion_complete_on_a_pool_thread) {
   const std::int64_t n = tpl_test::scaled(1'000'000, 1'000'000);
-  EXPECT_EQ(tpl::run([n] { return count(n); }).get(), n);
+  EXPECT_EQ(tpl::run([=] { return count(n); }).get(), n);
 }
 
 TEST(start_guard, shallow_recursion_is_never_deferred) {
