@@ -63,6 +63,20 @@ TimePoint saturating_add(TimePoint t, std::chrono::duration<Rep, Period> d) noex
   [[gnu::always_inline]] inline type& name() noexcept { return var; }
 #endif
 
+// An awaiter's await_suspend writes its own members and then hands the coroutine to another
+// thread, which reads them in await_resume. Clang 16 optimises a coroutine before splitting it,
+// when the awaiter is still a local whose address has not escaped, so it may sink those stores
+// past the hand-off (seen under TSan: a pool thread read an awaiter member before the store).
+// TPL_PUBLISH_AWAITER(this) at the top of await_suspend makes the awaiter's address escape into
+// an opaque asm with a memory clobber: the compiler must then assume another thread can see the
+// awaiter, so its stores stay before any later hand-off (atomic or call). G++ splits coroutines
+// before optimising and needs nothing.
+#if defined(__clang__)
+#define TPL_PUBLISH_AWAITER(p) asm volatile("" : : "r"(p) : "memory")
+#else
+#define TPL_PUBLISH_AWAITER(p) ((void)(p))
+#endif
+
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #define TPL_CPU_RELAX() _mm_pause()

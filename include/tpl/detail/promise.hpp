@@ -45,7 +45,10 @@ struct marking_awaiter {
   bool await_ready() { return inner.await_ready(); }
   template <class P>
   decltype(auto) await_suspend(std::coroutine_handle<P> h) {
-    // All before inner.await_suspend: once it runs, h may resume on another thread.
+    // All before inner.await_suspend: once it runs, h may resume on another thread. The
+    // awaiter (with `inner`) is published first so that no store of ours or of inner's is
+    // sunk past the hand-off (config.hpp).
+    TPL_PUBLISH_AWAITER(this);
     h.promise().mark_suspended();
     flow = &h.promise().flow();
     flow->suspend();
@@ -116,6 +119,7 @@ struct initial_awaiter {
   template <class P>
   bool await_suspend(std::coroutine_handle<P> h) noexcept {
     // As marking_awaiter: everything before the hand-off, after which h may run elsewhere.
+    TPL_PUBLISH_AWAITER(this);
     P& p = h.promise();
     p.mark_suspended();
     p.mark_started_deferred();
