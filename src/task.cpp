@@ -165,11 +165,23 @@ bool ran_inline(task_state_base& s) {
 }  // namespace
 
 bool run_deferred_inline(task_state_base& s) noexcept {
+  void* frame = s.frame_address();
+  if (frame == nullptr) return false;
+  // Taken back, the coroutine must run here and now: resume_inline's deep-stack fallback would
+  // queue it again, after reclaim_if_unshared made its completion skip the waiters. So at the
+  // depth limit it is left queued and the awaiter waits as usual.
+  trampoline_state& t = trampoline_tls();
+  if (TPL_UNLIKELY(t.depth >= kMaxInlineResumeDepth)) return false;
   try {
-    return ran_inline(s);
+    if (!take_back_queued(frame)) return false;
   } catch (...) {
     return false;  // putting back another item failed: the awaiter waits as usual
   }
+  s.reclaim_if_unshared();
+  ++t.depth;
+  std::coroutine_handle<>::from_address(frame).resume();
+  --t.depth;
+  return true;
 }
 
 namespace {

@@ -37,6 +37,23 @@ tpl::task<std::int64_t> skynet(std::int64_t num, std::int64_t size) {
   co_return sum;
 }
 
+// Each level spawns the next and awaits it at once: on one worker, every await takes the child
+// back from the top of the deque and runs it inline, `depth` resumptions deep.
+tpl::task<int> spawned_chain(int depth) {
+  if (depth == 0) co_return 0;
+  tpl::task<int> next = tpl::spawn([depth] { return spawned_chain(depth - 1); });
+  co_return 1 + co_await next;
+}
+
+tpl::task<int> wait_for_gate(tpl::task<int> gate) { co_return 1 + co_await gate; }
+
+tpl::thread_pool_options one_worker() {
+  tpl::thread_pool_options o;
+  o.thread_count = 1;
+  o.max_threads = 1;
+  return o;
+}
+
 // Hot, no deferral, one stack frame per level when nothing stops it.
 tpl::task<std::int64_t> count(std::int64_t n) {
   if (n == 0) co_return 0;
@@ -121,6 +138,51 @@ TEST(spawn, skynet_sums_every_leaf) {
 TEST(spawn, a_value_task_function_is_accepted) {
   tpl::value_task<int> v = tpl::spawn([]() -> tpl::value_task<int> { co_return 9; });
   EXPECT_EQ(tpl::sync_wait(std::move(v)), 9);
+}
+
+TEST(spawn, a_chain_of_takebacks_deeper_than_the_inline_resume_limit_completes_on_one_worker) {
+  // Past the trampoline's depth limit the awaiter leaves the child queued and waits for it; a
+  // child taken back must run there and then, or its completion would miss the waiter.
+  tpl::thread_pool pool(one_worker());
+  EXPECT_EQ(tpl::run(pool, [] { return spawned_chain(200); }).get(), 200);
+}
+
+TEST(spawn, a_child_taken_back_that_then_suspends_resumes_its_awaiter) {
+  // The awaiter runs the child inline; the child suspends on an unfinished task, so the awaiter
+  // registers and waits; the child's completion on another thread must fire it.
+  tpl::thread_pool pool(one_worker());
+  tpl::task_completion_source<int> gate;
+  std::atomic<bool> child_started{false};
+  tpl::task<int> parent = tpl::run(pool, [&]() -> tpl::task<int> {
+    tpl::task<int> child = tpl::spawn([&] {
+      return [](tpl::task<int> g, std::atomic<bool>& started) -> tpl::task<int> {
+        started = true;
+        co_return 1 + co_await g;
+      }(gate.get_task(), child_started);
+    });
+    co_return 1 + co_await child;
+  });
+  while (!child_started.load()) std::this_thread::yield();
+  EXPECT_FALSE(parent.is_completed());
+  gate.set_result(40);
+  EXPECT_EQ(parent.get(), 42);
+}
+
+TEST(spawn, a_child_whose_handle_is_shared_completes_for_every_holder) {
+  // Another coroutine holds a copy of the child's handle and already waits on it when the parent
+  // takes the child back, so the child is not unshared: its completion must fire that waiter.
+  tpl::thread_pool pool(one_worker());
+  tpl::task<int> other_waiter;
+  tpl::task<int> parent = tpl::run(pool, [&]() -> tpl::task<int> {
+    tpl::task<int> child = tpl::spawn([] { return wait_for_gate(tpl::task_from_result(1)); });
+    tpl::task<int> above = tpl::spawn([] { return wait_for_gate(tpl::task_from_result(0)); });
+    other_waiter = wait_for_gate(child);  // child is not on top: this registers and suspends
+    int sum = co_await above;             // on top: taken back and run here
+    sum += co_await child;                // now on top: taken back and run here
+    co_return sum;
+  });
+  EXPECT_EQ(parent.get(), 3);
+  EXPECT_EQ(other_waiter.get(), 3);
 }
 
 // ---- the stack guard ------------------------------------------------------------------------------
