@@ -89,8 +89,8 @@ public final class Peer {
   }
 
   // A ForkJoinPool of one worker per core, as the other runtimes get. The common pool has
-  // cores - 1 workers (1 on a 2-core machine) and counts on the submitting thread to help, which
-  // main does only while the root task is still in its external queue.
+  // cores - 1 workers (1 on a 2-core machine) and counts on the submitting thread, which works
+  // only if it takes the root task back from the queue before a worker does.
   static final ForkJoinPool FORK_JOIN = new ForkJoinPool(cores());
 
   static long skynetVirtual(long num, long size) throws Exception {
