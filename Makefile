@@ -11,7 +11,7 @@
 #                             a few minutes), then in debug-asan with LeakSanitizer
 #                             (SOAK_ASAN_ITERATIONS, default 300). See docs/testing.md, "Soak".
 #   make bench [QUICK=1] [FILTER=group|regex]
-#                             build the release preset, build the peers (Go, tokio, Asio,
+#                             build the release preset, build the peers (Go, tokio, rayon, Asio,
 #                             oneTBB, Java 21+, Mono, .NET Core; each skipped if its toolchain
 #                             is missing) and run bench/run.py: tpl and the peers interleaved.
 #                             A full run (no QUICK, no FILTER) regenerates docs/benchmarks.md

@@ -119,8 +119,9 @@ def short_runtime(runtime: str) -> str:
     m = re.match(r"\.NET Core (\d+\.\d+)", runtime)
     if m:
         return f".NET Core {m.group(1)}"
-    if "tokio" in runtime:
-        return "tokio"
+    for crate in ("tokio", "rayon"):
+        if crate in runtime:
+            return crate
     m = re.match(r"(Java|Go|Mono|Asio|oneTBB)\b", runtime)
     return m.group(1) if m else runtime.split(" (")[0]
 

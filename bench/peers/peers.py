@@ -19,6 +19,7 @@ import re
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -140,32 +141,48 @@ def build_go(root: Path, rebuild: bool) -> Program:
 
 
 # --------------------------------------------------------------------------- #
-# Rust + tokio (cargo, crates.io)
+# Rust: tokio and rayon (cargo, crates.io). One crate, one binary: `peer --list` is tokio's
+# methods, `peer --rayon --list` rayon's, two runtimes in the tables.
 # --------------------------------------------------------------------------- #
-def _tokio_version(lock: Path) -> str:
+def _crate_version(lock: Path, crate: str) -> str:
     try:
-        m = re.search(r'name = "tokio"\nversion = "([^"]+)"', lock.read_text())
+        m = re.search(rf'name = "{re.escape(crate)}"\nversion = "([^"]+)"', lock.read_text())
         return m.group(1) if m else "?"
     except OSError:
         return "?"
 
 
-def build_tokio(root: Path, rebuild: bool) -> Program:
+_RUST_LOCK = threading.Lock()
+_RUST_BUILDS: dict[tuple[Path, bool], tuple] = {}
+
+
+def _build_rust(root: Path, rebuild: bool) -> tuple[str, Path | None, dict, str | None]:
+    """The one cargo build behind build_tokio and build_rayon (build_all may run them at once):
+    (rustc version, the binary or None, the crates' versions, why there is no binary)."""
+    with _RUST_LOCK:
+        if (root, rebuild) not in _RUST_BUILDS:
+            _RUST_BUILDS[(root, rebuild)] = _build_rust_once(root, rebuild)
+        return _RUST_BUILDS[(root, rebuild)]
+
+
+def _build_rust_once(root: Path, rebuild: bool) -> tuple[str, Path | None, dict, str | None]:
     cargo = shutil.which("cargo") or str(Path.home() / ".cargo/bin/cargo")
     if not Path(cargo).exists():
-        return Program("tokio", "Rust tokio", skipped="cargo not found")
+        return "", None, {}, "cargo not found"
     rc, rustc = _run([str(Path(cargo).parent / "rustc") if (Path(cargo).parent / "rustc").exists()
                       else "rustc", "--version"], 60)
     rust_version = _first_line(rustc).replace("rustc ", "").split(" ")[0] or "?"
     src = PEERS_DIR / "rust"
+    lock = src / "Cargo.lock"
     files = [src / "Cargo.toml", *src.glob("src/*.rs")]
-    if (src / "Cargo.lock").exists():
-        files.append(src / "Cargo.lock")
-    cache = _Cache(root, "tokio", _hash(files, rustc))
+    if lock.exists():
+        files.append(lock)
+    cache = _Cache(root, "rust", _hash(files, rustc))
     state = cache.state(rebuild)
     target = root / "rust-target"  # shared across keys: incremental rebuilds stay cheap
     if state is None:
-        _log(f"building the tokio peer (rustc {rust_version}; cargo fetches from crates.io)")
+        _log(f"building the tokio and rayon peer (rustc {rust_version}; cargo fetches from "
+             "crates.io)")
         cache.start()
         # Short network timeouts: an unreachable crates.io must skip the peer, not stall a test.
         rc, out = _run([cargo, "build", "--release", "--quiet", "--target-dir", str(target)],
@@ -173,17 +190,37 @@ def build_tokio(root: Path, rebuild: bool) -> Program:
                                           "CARGO_HTTP_CONNECT_TIMEOUT": "15"})
         if rc == 0:
             shutil.copy2(target / "release" / "tpl-bench-peer", cache.dir / "peer")
-            cache.done({"tokio": _tokio_version(src / "Cargo.lock")})
+            cache.done({c: _crate_version(lock, c) for c in ("tokio", "rayon")})
             state = "ok"
         else:
             cache.fail(f"cargo build failed (crates.io unreachable?): {_tail(out)}")
             state = "failed"
-    tokio = cache.meta().get("tokio") or _tokio_version(src / "Cargo.lock")
-    runtime = f"Rust {rust_version}, tokio {tokio}"
+    versions = {c: cache.meta().get(c) or _crate_version(lock, c) for c in ("tokio", "rayon")}
     if state == "failed":
-        return Program("tokio", runtime, skipped=cache.failed.read_text())
-    return Program("tokio", runtime, [str(cache.dir / "peer")],
-                   details={"rustc": rust_version, "tokio": tokio})
+        return rust_version, None, versions, cache.failed.read_text()
+    return rust_version, cache.dir / "peer", versions, None
+
+
+def build_tokio(root: Path, rebuild: bool) -> Program:
+    rust_version, exe, versions, skipped = _build_rust(root, rebuild)
+    if not rust_version:
+        return Program("tokio", "Rust tokio", skipped=skipped)
+    runtime = f"Rust {rust_version}, tokio {versions['tokio']}"
+    if exe is None:
+        return Program("tokio", runtime, skipped=skipped)
+    return Program("tokio", runtime, [str(exe)],
+                   details={"rustc": rust_version, "tokio": versions["tokio"]})
+
+
+def build_rayon(root: Path, rebuild: bool) -> Program:
+    rust_version, exe, versions, skipped = _build_rust(root, rebuild)
+    if not rust_version:
+        return Program("rayon", "Rust rayon", skipped=skipped)
+    runtime = f"Rust {rust_version}, rayon {versions['rayon']}"
+    if exe is None:
+        return Program("rayon", runtime, skipped=skipped)
+    return Program("rayon", runtime, [str(exe), "--rayon"],
+                   details={"rustc": rust_version, "rayon": versions["rayon"]})
 
 
 # --------------------------------------------------------------------------- #
@@ -417,7 +454,7 @@ def ensure_venv(venv: Path, packages: list[str]) -> tuple[bool, str]:
     return True, ""
 
 
-BUILDERS = ["go", "tokio", "asio", "tbb", "java", "mono", "coreclr"]
+BUILDERS = ["go", "tokio", "rayon", "asio", "tbb", "java", "mono", "coreclr"]
 
 
 def build_all(root: Path, rebuild: bool = False, only: list[str] | None = None,

@@ -81,6 +81,23 @@ func skynet(c chan int64, num, size int64) {
 	c <- sum
 }
 
+// ---- fib: binary fork-join, every call with n >= 2 forks one child and runs the other ----
+func fib(n int) int64 {
+	if n < 2 {
+		return int64(n)
+	}
+	var left int64
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		left = fib(n - 1)
+	}()
+	right := fib(n - 2)
+	wg.Wait()
+	return left + right
+}
+
 // ---- recursive_count: each level in its own goroutine ---------------------------------------
 func count(n int, out chan int) {
 	if n == 0 {
@@ -424,6 +441,8 @@ var methods = []method{
 		go skynet(c, 0, int64(pick(q, 1000000, 100000)))
 		return <-c
 	}},
+	{group: "fib30", name: "goroutine + WaitGroup, one child inline", run: func(q bool, _ *recorder) int64 { return fib(pick(q, 30, 25)) }},
+	{group: "fib35", name: "goroutine + WaitGroup, one child inline", run: func(q bool, _ *recorder) int64 { return fib(pick(q, 35, 30)) }},
 	{group: "recursive_count", name: "goroutine per level + chan", run: func(q bool, _ *recorder) int64 {
 		c := make(chan int, 1)
 		go count(pick(q, 1000000, 100000), c)

@@ -75,6 +75,24 @@ public final class Peer {
     }
   }
 
+  // ---- fib: binary fork-join, every call with n >= 2 forks one child and computes the other ----
+  static final class Fib extends RecursiveTask<Long> {
+    final int n;
+    Fib(int n) { this.n = n; }
+    @Override protected Long compute() {
+      if (n < 2) return (long) n;
+      Fib left = new Fib(n - 1);
+      left.fork();
+      long right = new Fib(n - 2).compute();
+      return left.join() + right;
+    }
+  }
+
+  // A ForkJoinPool of one worker per core, as the other runtimes get. The common pool has
+  // cores - 1 workers (1 on a 2-core machine) and counts on the submitting thread, which works
+  // only if it takes the root task back from the queue before a worker does.
+  static final ForkJoinPool FORK_JOIN = new ForkJoinPool(cores());
+
   static long skynetVirtual(long num, long size) throws Exception {
     if (size == 1) return num;
     long sub = size / 10;
@@ -347,8 +365,11 @@ public final class Peer {
       new Method("chain", "CompletableFuture.thenApply per link", (q, r) -> chain(pick(q, 1_000_000, 100_000))),
       new Method("chain_channels", "virtual thread + SynchronousQueue per link", (q, r) -> chainChannels(pick(q, 1_000_000, 100_000))),
       new Method("skynet", "ForkJoinPool RecursiveTask", (q, r) -> ForkJoinPool.commonPool().invoke(new Skynet(0, pick(q, 1_000_000, 100_000)))),
+      new Method("skynet", "ForkJoinPool(cores) RecursiveTask", (q, r) -> FORK_JOIN.invoke(new Skynet(0, pick(q, 1_000_000, 100_000)))),
       // A virtual thread per node (skynetVirtual) is ~15x slower than ForkJoin here; ForkJoin is
       // Java's idiom for fork-join, so only it runs (keeps `make bench` under 20 minutes).
+      new Method("fib30", "ForkJoinPool(cores) RecursiveTask, fork + compute", (q, r) -> FORK_JOIN.invoke(new Fib(pick(q, 30, 25)))),
+      new Method("fib35", "ForkJoinPool(cores) RecursiveTask, fork + compute", (q, r) -> FORK_JOIN.invoke(new Fib(pick(q, 35, 30)))),
       new Method("recursive_count", "CompletableFuture.supplyAsync per level", (q, r) -> count(pick(q, 1_000_000, 100_000)).join()),
       new Method("yield_storm", "virtual threads + Thread.yield()", (q, r) -> yieldStorm(pick(q, 1000, 100), 1000)),
       new Method("ping_pong", "2 virtual threads, 2 SynchronousQueues", (q, r) -> pingPong(pick(q, 100_000, 10_000))),

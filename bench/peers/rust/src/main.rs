@@ -4,9 +4,14 @@
 //!   peer --run <group> <method> [--quick]   warm-up at the quick size, one measured run,
 //!                                           one JSON line on stdout
 //!
+//!   peer --rayon --list / --run ...        the same for the rayon methods (a runtime of its own
+//!                                           in the tables: bench/peers/peers.py)
+//!
 //! Written as a tokio user would: the multi-thread runtime (one worker per core), spawned
 //! tasks, JoinHandles, tokio::sync channels; async-channel where an MPMC channel is needed
 //! (tokio has none); async-stream and futures' stream combinators for async streams.
+//! The fork-join groups also as a rayon user would write them: rayon::join and rayon::scope on
+//! rayon's global pool (one thread per core, like tokio's workers).
 use futures::StreamExt;
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::future::Future;
@@ -111,6 +116,40 @@ fn skynet(num: i64, size: i64) -> BoxFut<i64> {
         }
         sum
     })
+}
+
+fn skynet_rayon(num: i64, size: i64) -> i64 {
+    if size == 1 {
+        return num;
+    }
+    let sub = size / 10;
+    let mut sums = [0i64; 10];
+    rayon::scope(|s| {
+        for (i, slot) in sums.iter_mut().enumerate() {
+            s.spawn(move |_| *slot = skynet_rayon(num + i as i64 * sub, sub));
+        }
+    });
+    sums.iter().sum()
+}
+
+// ---- fib: binary fork-join, every call with n >= 2 forks one child and runs the other ---------
+fn fib(n: i64) -> BoxFut<i64> {
+    Box::pin(async move {
+        if n < 2 {
+            return n;
+        }
+        let left = tokio::spawn(fib(n - 1));
+        let right = fib(n - 2).await;
+        left.await.unwrap() + right
+    })
+}
+
+fn fib_rayon(n: i64) -> i64 {
+    if n < 2 {
+        return n;
+    }
+    let (a, b) = rayon::join(|| fib_rayon(n - 1), || fib_rayon(n - 2));
+    a + b
 }
 
 // ---- recursive_count: each level spawned -----------------------------------------------------
@@ -454,7 +493,10 @@ async fn sum_unfold(n: i64) -> i64 {
 }
 
 // ---- the method table --------------------------------------------------------------------------
-type Run = fn(bool, Recorder) -> BoxFut<i64>;
+enum Run {
+    Tokio(fn(bool, Recorder) -> BoxFut<i64>), // block_on on the multi-thread runtime
+    Rayon(fn(bool) -> i64),                    // called on main, forks into rayon's global pool
+}
 struct Method {
     group: &'static str,
     name: &'static str,
@@ -462,8 +504,12 @@ struct Method {
     no_warmup: bool,
 }
 
-const fn m(group: &'static str, name: &'static str, run: Run) -> Method {
-    Method { group, name, run, no_warmup: false }
+const fn m(group: &'static str, name: &'static str, run: fn(bool, Recorder) -> BoxFut<i64>) -> Method {
+    Method { group, name, run: Run::Tokio(run), no_warmup: false }
+}
+
+const fn r(group: &'static str, name: &'static str, run: fn(bool) -> i64) -> Method {
+    Method { group, name, run: Run::Rayon(run), no_warmup: false }
 }
 
 fn methods() -> Vec<Method> {
@@ -472,6 +518,8 @@ fn methods() -> Vec<Method> {
         m("chain_channels", "task + mpsc(1) per link", |q, _| Box::pin(chain_mpsc(pick(q, 1_000_000, 100_000)))),
         m("chain_channels", "task + oneshot per link", |q, _| Box::pin(chain_oneshot(pick(q, 1_000_000, 100_000)))),
         m("skynet", "spawn + JoinHandle", |q, _| skynet(0, pick(q, 1_000_000, 100_000))),
+        m("fib30", "spawn + JoinHandle, one child inline", |q, _| fib(pick(q, 30, 25))),
+        m("fib35", "spawn + JoinHandle, one child inline", |q, _| fib(pick(q, 35, 30))),
         m("recursive_count", "spawn per level", |q, _| count(pick(q, 1_000_000, 100_000))),
         m("yield_storm", "spawn + yield_now()", |q, _| Box::pin(yield_storm(pick(q, 1000, 100), 1000))),
         m("ping_pong", "2 tasks, 2 mpsc(1)", |q, _| Box::pin(ping_pong(pick(q, 100_000, 10_000)))),
@@ -484,20 +532,24 @@ fn methods() -> Vec<Method> {
         m("channel_spsc_unbounded", "tokio mpsc unbounded", |q, _| Box::pin(spsc_unbounded(pick(q, 10_000_000, 1_000_000)))),
         m("channel_mpmc_bounded", "async-channel bounded(1024)", |q, _| Box::pin(mpmc(pick(q, 10_000_000, 1_000_000), Some(1024)))),
         m("channel_mpmc_unbounded", "async-channel unbounded", |q, _| Box::pin(mpmc(pick(q, 10_000_000, 1_000_000), None))),
-        Method { group: "sync_over_async", name: "spawn_blocking items block on a watch", run: |_, r| Box::pin(sync_over_async(r)), no_warmup: true },
-        Method { group: "barrier", name: "spawn_blocking + std Barrier", run: |_, r| Box::pin(barrier(r)), no_warmup: true },
+        Method { group: "sync_over_async", name: "spawn_blocking items block on a watch", run: Run::Tokio(|_, r| Box::pin(sync_over_async(r))), no_warmup: true },
+        Method { group: "barrier", name: "spawn_blocking + std Barrier", run: Run::Tokio(|_, r| Box::pin(barrier(r))), no_warmup: true },
         m("for_async_delay_100", "cores tasks take indices, sleep(1 ms)", |_, _| Box::pin(for_async_delay(100, cores()))),
         m("for_async_delay_100", "100 tasks take indices, sleep(1 ms)", |_, _| Box::pin(for_async_delay(100, 100))),
         m("rw_lock_stress", "std RwLock, 100 spawned tasks a round", |q, _| Box::pin(rw_lock_stress(q))),
         m("async_generator", "async-stream stream! + StreamExt::next", |q, _| Box::pin(sum_async_stream(pick(q, 1_000_000, 100_000)))),
         m("async_generator", "futures::stream::unfold + StreamExt::next", |q, _| Box::pin(sum_unfold(pick(q, 1_000_000, 100_000)))),
+        r("skynet", "rayon::scope, a spawn per child", |q| skynet_rayon(0, pick(q, 1_000_000, 100_000))),
+        r("fib30", "rayon::join", |q| fib_rayon(pick(q, 30, 25))),
+        r("fib35", "rayon::join", |q| fib_rayon(pick(q, 35, 30))),
     ]
 }
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let quick = args.iter().any(|a| a == "--quick");
-    let all = methods();
+    let rayon = args.iter().any(|a| a == "--rayon");
+    let all: Vec<Method> = methods().into_iter().filter(|m| matches!(m.run, Run::Rayon(_)) == rayon).collect();
     if args.iter().any(|a| a == "--list") {
         for m in &all {
             println!("{}\t{}", m.group, m.name);
@@ -508,7 +560,7 @@ fn main() {
     let (group, name) = match pos {
         Some(p) if args.len() > p + 2 => (args[p + 1].clone(), args[p + 2].clone()),
         _ => {
-            eprintln!("usage: peer --list | --run <group> <method> [--quick]");
+            eprintln!("usage: peer [--rayon] --list | [--rayon] --run <group> <method> [--quick]");
             std::process::exit(2);
         }
     };
@@ -516,14 +568,23 @@ fn main() {
         eprintln!("no method {group:?} / {name:?}");
         std::process::exit(2);
     };
-    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+    let run: Box<dyn Fn(bool, Recorder) -> i64> = match m.run {
+        Run::Tokio(f) => {
+            let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+            Box::new(move |q, rec| rt.block_on(f(q, rec)))
+        }
+        Run::Rayon(f) => {
+            rayon::ThreadPoolBuilder::new().num_threads(cores() as usize).build_global().unwrap();
+            Box::new(move |q, _| f(q))
+        }
+    };
     if !m.no_warmup {
-        rt.block_on((m.run)(true, Recorder::new()));
+        run(true, Recorder::new());
     }
     let rec = Recorder::new();
     let a0 = ALLOCATED.load(Ordering::Relaxed);
     let t0 = Instant::now();
-    let sum = rt.block_on((m.run)(quick, rec.clone()));
+    let sum = run(quick, rec.clone());
     let ms = t0.elapsed().as_secs_f64() * 1e3;
     let alloc = ALLOCATED.load(Ordering::Relaxed) - a0;
     let starts = rec.0 .1.lock().unwrap().clone();
