@@ -3,6 +3,7 @@
 //	peer --list                              one "<group>\t<method>" line per method
 //	peer --run <group> <method> [--quick]    warm-up at the quick size, one measured run,
 //	                                         one JSON line on stdout
+//	peer --serve <kind> <method>             a server of a server group (servers.go)
 //
 // Written as a Go programmer would: goroutines, channels, sync.WaitGroup.
 package main
@@ -453,15 +454,16 @@ func main() {
 	args := os.Args[1:]
 	quick := false
 	var group, name string
-	list := false
+	list, serving := false, false
 	for i := 0; i < len(args); i++ {
 		switch args[i] {
 		case "--quick":
 			quick = true
 		case "--list":
 			list = true
-		case "--run":
+		case "--run", "--serve":
 			if i+2 < len(args) {
+				serving = args[i] == "--serve"
 				group, name = args[i+1], args[i+2]
 				i += 2
 			}
@@ -471,6 +473,13 @@ func main() {
 		for _, m := range methods {
 			fmt.Printf("%s\t%s\n", m.group, m.name)
 		}
+		for _, s := range servers {
+			fmt.Printf("%s\t%s\n", s.kind, s.name)
+		}
+		return
+	}
+	if serving {
+		serve(group, name)
 		return
 	}
 	for _, m := range methods {

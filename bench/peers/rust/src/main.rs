@@ -3,6 +3,7 @@
 //!   peer --list                             one "<group>\t<method>" line per method
 //!   peer --run <group> <method> [--quick]   warm-up at the quick size, one measured run,
 //!                                           one JSON line on stdout
+//!   peer --serve <kind> <method>            a server of a server group (servers.rs)
 //!
 //! Written as a tokio user would: the multi-thread runtime (one worker per core), spawned
 //! tasks, JoinHandles, tokio::sync channels; async-channel where an MPMC channel is needed
@@ -14,6 +15,8 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+
+mod servers;
 
 // ---- allocation counter ------------------------------------------------------------------
 struct Counting;
@@ -502,7 +505,15 @@ fn main() {
         for m in &all {
             println!("{}\t{}", m.group, m.name);
         }
+        for s in servers::servers() {
+            println!("{}\t{}", s.kind, s.name);
+        }
         return;
+    }
+    if let Some(p) = args.iter().position(|a| a == "--serve") {
+        if args.len() > p + 2 {
+            servers::serve(&args[p + 1], &args[p + 2]);
+        }
     }
     let pos = args.iter().position(|a| a == "--run");
     let (group, name) = match pos {
