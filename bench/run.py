@@ -272,6 +272,25 @@ def _sum_below(n: int) -> int:
     return n * (n - 1) // 2
 
 
+# The files groups (bench/workloads/files.cpp): a file of 4 KiB blocks, block b filled with the
+# byte b mod 256, read in its first FILES_READ_BYTES (full, quick); random offsets from one LCG.
+FILES_BLOCK = 4096
+FILES_READ_BYTES = (256 << 20, 16 << 20)
+
+
+def _random_blocks(count: int, region: int) -> list[int]:
+    x, blocks, out = 42, region // FILES_BLOCK, []
+    for _ in range(count):
+        x = (x * 6364136223846793005 + 1442695040888963407) & 0xFFFF_FFFF_FFFF_FFFF
+        out.append((x >> 33) % blocks)
+    return out
+
+
+def _random_read_sum(count: int, region: int) -> int:
+    """The files_rand_read checksum: the first byte of every block read, summed."""
+    return sum(b & 0xFF for b in _random_blocks(count, region))
+
+
 # group -> description, expected checksum (full, quick) or None (the programs check their own),
 # timeline: per-item start times are plotted; any_checksum: with expect None, a peer's checksum
 # may be 0 (it counts something that should not happen); checksum_label: the footer lists every
@@ -346,6 +365,28 @@ GROUPS: dict[str, dict] = {
                          "bench/loadgen, as echo_1", server="echo",
                     load=dict(conns=64, requests=(32_000, 3_200), warmup=(20, 5)),
                     expect=(32_000, 3_200)),
+    "files_seq_read": dict(desc="the first 256 MiB of a file in the page cache in 64 KiB "
+                                "sequential reads, one after another (quick: 16 MiB; 3 rounds)",
+                           expect=FILES_READ_BYTES, files=True, max_reps=3),
+    "files_rand_read": dict(desc="100,000 reads of 4 KiB at random block offsets of that file, one "
+                                 "after another (quick: 5,000 in its first 16 MiB; 3 rounds); "
+                                 "checksum: the first bytes of the blocks read, summed",
+                            expect=(_random_read_sum(100_000, FILES_READ_BYTES[0]),
+                                    _random_read_sum(5_000, FILES_READ_BYTES[1])),
+                            files=True, max_reps=3),
+    "files_rand_read_16": dict(desc="the same 100,000 random 4 KiB reads split over 16 concurrent "
+                                    "tasks, goroutines or threads (quick: 5,000; 3 rounds)",
+                               expect=(_random_read_sum(100_000, FILES_READ_BYTES[0]),
+                                       _random_read_sum(5_000, FILES_READ_BYTES[1])),
+                               files=True, max_reps=3),
+    "files_seq_write": dict(desc="64 MiB written to a new file in 64 KiB sequential writes, no "
+                                 "fsync (quick: 16 MiB; 3 rounds)",
+                            expect=(64 << 20, 16 << 20), files=True, max_reps=3),
+    "files_rand_write": dict(desc="25,000 writes of 4 KiB at random block offsets of the read "
+                                  "file, each block rewritten with the bytes it holds, no fsync "
+                                  "(quick: 1,000 in its first 16 MiB; 3 rounds)",
+                             expect=(25_000 * FILES_BLOCK, 1_000 * FILES_BLOCK), files=True,
+                             max_reps=3),
     "plaintext": dict(desc="TechEmpower's plaintext: HTTP/1.1 GET /plaintext answered "
                            "'Hello, World!', keep-alive, not pipelined; wrk with 256 connections "
                            "and cores/2 threads for 5 s after a 1 s warm-up (quick: 1 s, no "
@@ -564,7 +605,8 @@ def run_entry(e: Entry, quick: bool, timeout: float) -> str | None:
         cmd = list(e.program.argv)
     else:
         cmd = e.program.argv + ["--run", e.group, e.method] + (["--quick"] if quick else [])
-    rc, out, err, rss, wall = _timed_child(cmd, e.program.env, timeout)
+    env = {**e.program.env, **_FILES_ENV} if GROUPS.get(e.group, {}).get("files") else e.program.env
+    rc, out, err, rss, wall = _timed_child(cmd, env, timeout)
     e.wall_s.append(round(wall, 3))
     if rc != 0:
         tail = " | ".join(ln for ln in err.strip().splitlines()[-3:])
@@ -844,6 +886,25 @@ def run_server_entry(e: Entry, quick: bool, timeout: float) -> str | None:
     if sample["extra"].get("socket_errors"):
         e.note = f"wrk's socket errors: {sample['extra']['socket_errors']}"
     return None
+
+
+_FILES_ENV: dict[str, str] = {}  # TPL_BENCH_FILE, TPL_BENCH_WRITE_FILE once prepare_files ran
+
+
+def prepare_files(quick: bool) -> Path:
+    """The files groups' data file (FILES_READ_BYTES, read through once so that it is in the page
+    cache) and the path of their write file, in a new temporary directory (returned)."""
+    tmp = Path(tempfile.mkdtemp(prefix="tpl-bench-files-"))
+    data = tmp / "data.bin"
+    mib = b"".join(bytes([i]) * FILES_BLOCK for i in range(256))  # blocks 256k .. 256k+255
+    with open(data, "wb") as f:
+        for _ in range(FILES_READ_BYTES[1 if quick else 0] >> 20):
+            f.write(mib)
+    with open(data, "rb") as f:
+        while f.read(1 << 20):
+            pass
+    _FILES_ENV.update(TPL_BENCH_FILE=str(data), TPL_BENCH_WRITE_FILE=str(tmp / "write.bin"))
+    return tmp
 
 
 def list_methods(prog: "peers.Program") -> tuple[list[tuple[str, str]], str | None]:
@@ -1343,8 +1404,15 @@ def main() -> int:
             if why:
                 skipped_groups[g] = why
                 print(f"   {g}: skipped: {why}")
-        run_groups({g: es for g, es in groups.items() if es and g not in skipped_groups},
-                   reps, args.quick, timeout, failures)
+        files_dir = (prepare_files(args.quick)
+                     if any(es and GROUPS.get(g, {}).get("files") for g, es in groups.items())
+                     else None)
+        try:
+            run_groups({g: es for g, es in groups.items() if es and g not in skipped_groups},
+                       reps, args.quick, timeout, failures)
+        finally:
+            if files_dir:
+                shutil.rmtree(files_dir, ignore_errors=True)
         for g, es in groups.items():
             tpl_present = any(e.program.key == "tpl" for e in es)
             s = summarize(g, es, programs, tpl_present)

@@ -448,6 +448,11 @@ var methods = []method{
 	{group: "async_generator", name: "goroutine + unbuffered chan, for range", run: func(q bool, _ *recorder) int64 { return sumChan(pick(q, 1000000, 100000), 0) }},
 	{group: "async_generator", name: "goroutine + chan cap 1024, for range", run: func(q bool, _ *recorder) int64 { return sumChan(pick(q, 1000000, 100000), 1024) }},
 	{group: "async_generator", name: "iter.Seq range-over-func (synchronous)", run: func(q bool, _ *recorder) int64 { return sumSeq(pick(q, 1000000, 100000)) }},
+	{group: "files_seq_read", name: "os.File.Read 64 KiB", run: func(q bool, _ *recorder) int64 { return filesSeqRead(q) }},
+	{group: "files_rand_read", name: "os.File.ReadAt 4 KiB", run: func(q bool, _ *recorder) int64 { return filesRandRead(q, 1) }},
+	{group: "files_rand_read_16", name: "16 goroutines of os.File.ReadAt 4 KiB", run: func(q bool, _ *recorder) int64 { return filesRandRead(q, 16) }},
+	{group: "files_seq_write", name: "os.File.Write 64 KiB", run: func(q bool, _ *recorder) int64 { return filesSeqWrite(q) }},
+	{group: "files_rand_write", name: "os.File.WriteAt 4 KiB", run: func(q bool, _ *recorder) int64 { return filesRandWrite(q) }},
 }
 
 func main() {

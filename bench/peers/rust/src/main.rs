@@ -16,6 +16,7 @@ use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+mod files;
 mod servers;
 
 // ---- allocation counter ------------------------------------------------------------------
@@ -494,6 +495,11 @@ fn methods() -> Vec<Method> {
         m("rw_lock_stress", "std RwLock, 100 spawned tasks a round", |q, _| Box::pin(rw_lock_stress(q))),
         m("async_generator", "async-stream stream! + StreamExt::next", |q, _| Box::pin(sum_async_stream(pick(q, 1_000_000, 100_000)))),
         m("async_generator", "futures::stream::unfold + StreamExt::next", |q, _| Box::pin(sum_unfold(pick(q, 1_000_000, 100_000)))),
+        m("files_seq_read", "tokio::fs::File read 64 KiB", |q, _| Box::pin(files::seq_read(q))),
+        m("files_rand_read", "tokio::fs::File seek + read_exact 4 KiB", |q, _| Box::pin(files::rand_read(q, 1))),
+        m("files_rand_read_16", "16 tasks, a tokio::fs::File each, seek + read_exact 4 KiB", |q, _| Box::pin(files::rand_read(q, 16))),
+        m("files_seq_write", "tokio::fs::File write_all 64 KiB", |q, _| Box::pin(files::seq_write(q))),
+        m("files_rand_write", "tokio::fs::File seek + write_all 4 KiB", |q, _| Box::pin(files::rand_write(q))),
     ]
 }
 
