@@ -387,6 +387,19 @@ GROUPS: dict[str, dict] = {
                                   "(quick: 1,000 in its first 16 MiB; 3 rounds)",
                              expect=(25_000 * FILES_BLOCK, 1_000 * FILES_BLOCK), files=True,
                              max_reps=3),
+    "sync_over_async_server": dict(desc="seed 002's sync-over-async server: a 64-byte echo "
+                                        "whose handler, for a message starting with 'B', first "
+                                        "waits synchronously for a task that completes 100 ms "
+                                        "later; 8 connections send only those, 56 others echo "
+                                        "for 2 s (quick: 0.3 s), measured (bench/loadgen; a "
+                                        "round trip still unanswered 1 s after the end counts "
+                                        "with its wait so far). A server that keeps answering "
+                                        "has a p99 far below 100 ms",
+                                   server="sync_over_async_server",
+                                   load=dict(conns=56, blocking=8, duration=(2, 0.3),
+                                             warmup=(5, 5)),
+                                   expect=None, extra_label=("blocking_requests",
+                                                             "blocking requests answered")),
     "plaintext": dict(desc="TechEmpower's plaintext: HTTP/1.1 GET /plaintext answered "
                            "'Hello, World!', keep-alive, not pipelined; wrk with 256 connections "
                            "and cores/2 threads for 5 s after a 1 s warm-up (quick: 1 s, no "
@@ -412,6 +425,12 @@ TPL_SERVERS = [
     ("echo", "example_echo_server", "example_echo_server, completions on the pool (default)", ["0"],
      {"TPL_SOCKETS_INLINE_COMPLETIONS": "0"}),
     ("echo", "example_echo_server", "example_echo_server, inline completions", ["0"],
+     {"TPL_SOCKETS_INLINE_COMPLETIONS": "1"}),
+    ("sync_over_async_server", "example_sync_over_async_server",
+     "tpl::delay(100 ms).wait() in the handler, completions on the pool (default)", ["0"],
+     {"TPL_SOCKETS_INLINE_COMPLETIONS": "0"}),
+    ("sync_over_async_server", "example_sync_over_async_server",
+     "tpl::delay(100 ms).wait() in the handler, inline completions", ["0"],
      {"TPL_SOCKETS_INLINE_COMPLETIONS": "1"}),
     ("plaintext", "example_http_hello", "example_http_hello, completions on the pool (default)",
      ["0"], {"TPL_SOCKETS_INLINE_COMPLETIONS": "0"}),
@@ -787,8 +806,10 @@ def run_loadgen(spec: dict, port: int, quick: bool, timeout: float) -> tuple[dic
     """One bench/loadgen run against 127.0.0.1:port: (sample, "") or (None, why)."""
     load = spec["load"]
     i = 1 if quick else 0
+    amount = (["-duration", str(load["duration"][i])] if "duration" in load
+              else ["-requests", str(load["requests"][i])])
     cmd = [_CLIENTS["loadgen"], "echo", "-addr", f"127.0.0.1:{port}",
-           "-conns", str(load["conns"]), "-requests", str(load["requests"][i]),
+           "-conns", str(load["conns"])] + amount + [
            "-warmup", str(load["warmup"][i]), "-blocking", str(load.get("blocking", 0)),
            "-seconds-max", str(int(timeout))]
     rc, out, err, _, _ = _timed_child(cmd, {}, timeout + 10)
@@ -802,7 +823,7 @@ def run_loadgen(spec: dict, port: int, quick: bool, timeout: float) -> tuple[dic
         sample = {"ms": float(rec["ms"]), "rps": float(rec["requests_per_s"]),
                   "p50_us": float(rec["p50_us"]), "p99_us": float(rec["p99_us"]),
                   "checksum": int(rec["checksum"]),
-                  "extra": {k: rec[k] for k in ("blocking_requests",) if k in rec}}
+                  "extra": {k: rec[k] for k in ("blocking_requests", "unanswered") if k in rec}}
     except (KeyError, TypeError, ValueError) as exc:
         return None, f"loadgen: malformed result {rec}: {exc!r}"
     return sample, ""
@@ -885,6 +906,9 @@ def run_server_entry(e: Entry, quick: bool, timeout: float) -> str | None:
     e.extra.append(sample["extra"])
     if sample["extra"].get("socket_errors"):
         e.note = f"wrk's socket errors: {sample['extra']['socket_errors']}"
+    if sample["extra"].get("unanswered"):
+        e.note = (f"{sample['extra']['unanswered']} round trips still unanswered 1 s after the "
+                  "end (in p50/p99 with their wait so far)")
     return None
 
 
@@ -1039,6 +1063,7 @@ def summarize(group: str, entries: list[Entry], programs: list, tpl_present: boo
     no_idiom = [p.runtime for p in programs if not p.skipped and p.key not in present]
     return {"description": GROUPS.get(group, {}).get("desc", ""), "rows": rows,
             "server": GROUPS.get(group, {}).get("server"),
+            "extra_label": GROUPS.get(group, {}).get("extra_label"),
             "checksum_label": GROUPS.get(group, {}).get("checksum_label"),
             "tpl": "present" if tpl_present else "not built yet",
             "skipped": skipped, "not_in_group": no_idiom}
@@ -1114,6 +1139,13 @@ def table_lines(headers: list[str], rows: list[list[str]]) -> list[str]:
 
 def group_footer(s: dict) -> list[str]:
     out = [f"Note: {r['runtime']} / {r['method']}: {r['note']}" for r in s["rows"] if r.get("note")]
+    extra = s.get("extra_label")
+    if extra:
+        key, text = extra
+        out.append(f"{text[0].upper()}{text[1:]}, per round: " + "; ".join(
+            f"{r['runtime']} / {r['method']}: "
+            + (", ".join(str(x.get(key, "-")) for x in r.get("client_extra", [])) or "-")
+            for r in s["rows"]) + ".")
     label = s.get("checksum_label")
     if label:
         runtimes = [r["runtime"] for r in s["rows"]]

@@ -3,14 +3,23 @@
 //	peer --serve <kind> <method>    listens on 127.0.0.1 (a port the kernel picks), prints
 //	                                "listening on 127.0.0.1:PORT" and serves until killed
 //
-// bench/loadgen (echo) or wrk (plaintext) is the client.
+// bench/loadgen (echo, sync_over_async_server) or wrk (plaintext) is the client.
 package main
 
 import (
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
+	"time"
+)
+
+// A request of the sync_over_async_server group: a fixed-size message echoed back; one whose
+// first byte is 'B' is answered only after the handler has waited blockingHandlerWait.
+const (
+	framedMessageSize   = 64
+	blockingHandlerWait = 100 * time.Millisecond
 )
 
 type server struct {
@@ -45,6 +54,24 @@ func echoConn(c net.Conn) {
 	}
 }
 
+// blockingEchoConn blocks its goroutine on a timer's channel for a 'B' message: the Go form of
+// a handler that waits synchronously for unfinished work (the runtime parks the goroutine, not a
+// thread).
+func blockingEchoConn(c net.Conn) {
+	buf := make([]byte, framedMessageSize)
+	for {
+		if _, err := io.ReadFull(c, buf); err != nil {
+			return
+		}
+		if buf[0] == 'B' {
+			<-time.After(blockingHandlerWait)
+		}
+		if _, err := c.Write(buf); err != nil {
+			return
+		}
+	}
+}
+
 var helloWorld = []byte("Hello, World!")
 
 func plaintext(w http.ResponseWriter, _ *http.Request) {
@@ -59,6 +86,9 @@ var servers = []server{
 		mux := http.NewServeMux()
 		mux.HandleFunc("/plaintext", plaintext)
 		return http.Serve(ln, mux)
+	}},
+	{kind: "sync_over_async_server", name: "goroutine per connection, <-time.After(100 ms)", serve: func(ln net.Listener) error {
+		return acceptLoop(ln, blockingEchoConn)
 	}},
 }
 

@@ -3,11 +3,12 @@
 //!   peer --serve <kind> <method>   listens on 127.0.0.1 (a port the kernel picks), prints
 //!                                  "listening on 127.0.0.1:PORT" and serves until killed
 //!
-//! bench/loadgen (echo) or wrk (plaintext) is the client. Written as a
+//! bench/loadgen (echo, sync_over_async_server) or wrk (plaintext) is the client. Written as a
 //! tokio user would: the multi-thread runtime, a spawned task per connection, hyper for HTTP.
 use std::convert::Infallible;
 use std::future::Future;
 use std::io::Write;
+use std::time::Duration;
 
 use http_body_util::Full;
 use hyper::body::Bytes;
@@ -17,6 +18,11 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
 use crate::BoxFut;
+
+/// A request of the sync_over_async_server group: a fixed-size message echoed back; one whose
+/// first byte is 'B' is answered only after the handler has waited BLOCKING_HANDLER_WAIT.
+const FRAMED_MESSAGE_SIZE: usize = 64;
+const BLOCKING_HANDLER_WAIT: Duration = Duration::from_millis(100);
 
 pub struct Server {
     pub kind: &'static str,
@@ -50,6 +56,25 @@ async fn echo(mut stream: TcpStream) {
     }
 }
 
+/// A 'B' message blocks the handler in a synchronous wait for a timer, inside block_in_place
+/// (tokio's advice for blocking in async code: the worker's other tasks move to another thread).
+async fn blocking_echo(mut stream: TcpStream) {
+    let mut buf = [0u8; FRAMED_MESSAGE_SIZE];
+    loop {
+        if stream.read_exact(&mut buf).await.is_err() {
+            return;
+        }
+        if buf[0] == b'B' {
+            tokio::task::block_in_place(|| {
+                tokio::runtime::Handle::current().block_on(tokio::time::sleep(BLOCKING_HANDLER_WAIT))
+            });
+        }
+        if stream.write_all(&buf).await.is_err() {
+            return;
+        }
+    }
+}
+
 async fn hello(_: Request<hyper::body::Incoming>) -> Result<Response<Full<Bytes>>, Infallible> {
     let mut response = Response::new(Full::new(Bytes::from_static(b"Hello, World!")));
     response.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("text/plain"));
@@ -67,6 +92,11 @@ pub fn servers() -> Vec<Server> {
     vec![
         Server { kind: "echo", name: "task per connection (tokio::net)", serve: |l| Box::pin(accept_loop(l, echo)) },
         Server { kind: "plaintext", name: "hyper 1 http1, task per connection", serve: |l| Box::pin(accept_loop(l, http_connection)) },
+        Server {
+            kind: "sync_over_async_server",
+            name: "task per connection, block_in_place(block_on(sleep(100 ms)))",
+            serve: |l| Box::pin(accept_loop(l, blocking_echo)),
+        },
     ]
 }
 
