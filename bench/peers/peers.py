@@ -401,7 +401,8 @@ def build_coreclr(root: Path, rebuild: bool, venv: Path | None) -> Program:
                 "System.Threading.Tasks.Parallel", "System.Threading.Thread",
                 "System.Threading.ThreadPool", "System.Collections", "System.Linq",
                 "System.Diagnostics.Process", "System.ComponentModel.Primitives",
-                "System.Runtime.Extensions", "netstandard"]
+                "System.Runtime.Extensions", "System.Net.Sockets", "System.Net.Primitives",
+                "netstandard"]
         cmd = [mcs, "-nostdlib", "-noconfig", "-optimize+", "-nowarn:1998,4014,1702", "-define:CORECLR",
                "-target:exe", f"-out:{dll}", str(src)]
         cmd += [f"-r:{fw / (r + '.dll')}" for r in refs if (fw / (r + ".dll")).exists()]
