@@ -391,22 +391,22 @@ GROUPS: dict[str, dict] = {
                                         "whose handler, for a message starting with 'B', first "
                                         "waits synchronously for a task that completes 100 ms "
                                         "later; 8 connections send only those, 56 others echo "
-                                        "for 2 s (quick: 0.3 s), measured (bench/loadgen; a "
+                                        "for 2 s (quick: 0.3 s; 3 rounds), measured (bench/loadgen; a "
                                         "round trip still unanswered 1 s after the end counts "
                                         "with its wait so far). A server that keeps answering "
                                         "has a p99 far below 100 ms",
                                    server="sync_over_async_server",
                                    load=dict(conns=56, blocking=8, duration=(2, 0.3),
                                              warmup=(5, 5)),
-                                   expect=None, any_checksum=True,
+                                   expect=None, any_checksum=True, max_reps=3,
                                    extra_label=("blocking_requests",
                                                              "blocking requests answered")),
     "plaintext": dict(desc="TechEmpower's plaintext: HTTP/1.1 GET /plaintext answered "
                            "'Hello, World!', keep-alive, not pipelined; wrk with 256 connections "
                            "and cores/2 threads for 5 s after a 1 s warm-up (quick: 1 s, no "
-                           "warm-up), sharing the cores with the server (no pinning)",
+                           "warm-up; 3 rounds), sharing the cores with the server (no pinning)",
                       server="plaintext", wrk=dict(conns=256, seconds=(5, 1), warmup_s=(1, 0)),
-                      expect=None),
+                      expect=None, max_reps=3),
 }
 
 # tpl's thread-injection programs (examples/), one row per pool policy / barrier kind:
