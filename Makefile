@@ -40,7 +40,7 @@ TEST_PKGS  := cmake ninja-build g++ clang-16 libclang-rt-16-dev libgtest-dev goo
               python3 libbenchmark-dev pkgconf liburing-dev
 # The bench peers' toolchains from Debian (Go, cargo and the JDKs come with the machine or not;
 # .NET Core comes from PyPI into build/peers/venv). A missing one only skips that peer.
-BENCH_PKGS := $(TEST_PKGS) libasio-dev libtbb-dev mono-mcs python3-venv python3-matplotlib
+BENCH_PKGS := $(TEST_PKGS) libasio-dev libtbb-dev mono-mcs python3-venv python3-matplotlib wrk
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 

@@ -61,9 +61,12 @@ def bars(group, s, out_dir):
     if not rows:
         return None
     rows = rows[::-1]  # first row on top
-    med = [r["median_ms"] for r in rows]
-    lo = [r["median_ms"] - r["min_ms"] for r in rows]
-    hi = [r["max_ms"] - r["median_ms"] for r in rows]
+    # server groups: requests/s (higher is better); the others: ms (lower is better)
+    key = "rps" if all(r.get("rps_median") is not None for r in rows) else "ms"
+    names = ("rps_median", "rps_min", "rps_max") if key == "rps" else ("median_ms", "min_ms", "max_ms")
+    med = [r[names[0]] for r in rows]
+    lo = [r[names[0]] - r[names[1]] for r in rows]
+    hi = [r[names[2]] - r[names[0]] for r in rows]
     colors = ["tab:blue" if r["program"] == "tpl" else "tab:gray" for r in rows]
     fig, ax = plt.subplots(figsize=(10, 0.42 * len(rows) + 1.4))
     ax.barh(range(len(rows)), med, xerr=[lo, hi], color=colors, capsize=3)
@@ -71,7 +74,8 @@ def bars(group, s, out_dir):
     ax.set_yticklabels([label(r) for r in rows], fontsize=8)
     if max(med) / max(min(med), 1e-9) > 30:
         ax.set_xscale("log")
-    ax.set_xlabel("ms (median of the rounds; whiskers: min-max; lower is better)")
+    ax.set_xlabel("requests/s (median of the rounds; whiskers: min-max; higher is better)"
+                  if key == "rps" else "ms (median of the rounds; whiskers: min-max; lower is better)")
     title = f"{group}" + ("" if s["tpl"] == "present" else "  (tpl: not built yet)")
     ax.set_title(title, fontsize=10)
     ax.grid(axis="x", alpha=0.3)

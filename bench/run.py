@@ -11,6 +11,9 @@
    [--quick]`` warms up and prints ONE measured sample as a JSON line. This runner interleaves
    the invocations of every method of a group round by round (A B C A B C ...), so drift on a
    shared machine hits all alike, checks every checksum, and measures each child's peak RSS.
+   Server groups (GROUPS entries with a ``server`` kind: echo, plaintext) run each program as a
+   server on a loopback port and drive it with ONE client for all (bench/loadgen, or wrk):
+   requests/s and p50/p99 latency (bench/peers/README.md, "Server groups").
 
 Tables: Method | Runtime | Mean (median of the rounds) | Min-Max | Ratio (to the first row) |
 Allocated | Peak RSS. Raw samples: build/bench-results.json (``--out``). Plots: bench/plot.py
@@ -24,10 +27,12 @@ without a description (the ctest ``bench_harness``). Exit status is non-zero if 
 from __future__ import annotations
 
 import argparse
+import ctypes
 import datetime
 import json
 import os
 import platform
+import queue
 import re
 import shlex
 import shutil
@@ -267,6 +272,25 @@ def _sum_below(n: int) -> int:
     return n * (n - 1) // 2
 
 
+# The files groups (bench/workloads/files.cpp): a file of 4 KiB blocks, block b filled with the
+# byte b mod 256, read in its first FILES_READ_BYTES (full, quick); random offsets from one LCG.
+FILES_BLOCK = 4096
+FILES_READ_BYTES = (256 << 20, 16 << 20)
+
+
+def _random_blocks(count: int, region: int) -> list[int]:
+    x, blocks, out = 42, region // FILES_BLOCK, []
+    for _ in range(count):
+        x = (x * 6364136223846793005 + 1442695040888963407) & 0xFFFF_FFFF_FFFF_FFFF
+        out.append((x >> 33) % blocks)
+    return out
+
+
+def _random_read_sum(count: int, region: int) -> int:
+    """The files_rand_read checksum: the first byte of every block read, summed."""
+    return sum(b & 0xFF for b in _random_blocks(count, region))
+
+
 # group -> description, expected checksum (full, quick) or None (the programs check their own),
 # timeline: per-item start times are plotted; any_checksum: with expect None, a peer's checksum
 # may be 0 (it counts something that should not happen); checksum_label: the footer lists every
@@ -332,6 +356,59 @@ GROUPS: dict[str, dict] = {
                                  "Mean = time until all have run", expect=None, timeline=True),
     "barrier": dict(desc="seed 000: 2 x cores + 1 pool items and the main thread meet at a "
                          "barrier (fresh process, no warm-up)", expect=None, timeline=True),
+    "echo_1": dict(desc="TCP echo on loopback, 1 connection: 20,000 round trips of a 64-byte "
+                        "message, one after another, after 200 unmeasured (quick: 2,000 after 20); "
+                        "client: bench/loadgen (Go), the same for every server, sharing the cores "
+                        "with it (no pinning)", server="echo",
+                   load=dict(conns=1, requests=(20_000, 2_000), warmup=(200, 20)),
+                   expect=(20_000, 2_000)),
+    "echo_64": dict(desc="TCP echo on loopback, 64 connections at once, each 500 round trips of "
+                         "a 64-byte message after 20 unmeasured (quick: 50 after 5); client: "
+                         "bench/loadgen, as echo_1", server="echo",
+                    load=dict(conns=64, requests=(32_000, 3_200), warmup=(20, 5)),
+                    expect=(32_000, 3_200)),
+    "files_seq_read": dict(desc="the first 256 MiB of a file in the page cache in 64 KiB "
+                                "sequential reads, one after another (quick: 16 MiB; 3 rounds)",
+                           expect=FILES_READ_BYTES, files=True, max_reps=3),
+    "files_rand_read": dict(desc="100,000 reads of 4 KiB at random block offsets of that file, one "
+                                 "after another (quick: 5,000 in its first 16 MiB; 3 rounds); "
+                                 "checksum: the first bytes of the blocks read, summed",
+                            expect=(_random_read_sum(100_000, FILES_READ_BYTES[0]),
+                                    _random_read_sum(5_000, FILES_READ_BYTES[1])),
+                            files=True, max_reps=3),
+    "files_rand_read_16": dict(desc="the same 100,000 random 4 KiB reads split over 16 concurrent "
+                                    "tasks, goroutines or threads (quick: 5,000; 3 rounds)",
+                               expect=(_random_read_sum(100_000, FILES_READ_BYTES[0]),
+                                       _random_read_sum(5_000, FILES_READ_BYTES[1])),
+                               files=True, max_reps=3),
+    "files_seq_write": dict(desc="64 MiB written to a new file in 64 KiB sequential writes, no "
+                                 "fsync (quick: 16 MiB; 3 rounds)",
+                            expect=(64 << 20, 16 << 20), files=True, max_reps=3),
+    "files_rand_write": dict(desc="25,000 writes of 4 KiB at random block offsets of the read "
+                                  "file, each block rewritten with the bytes it holds, no fsync "
+                                  "(quick: 1,000 in its first 16 MiB; 3 rounds)",
+                             expect=(25_000 * FILES_BLOCK, 1_000 * FILES_BLOCK), files=True,
+                             max_reps=3),
+    "sync_over_async_server": dict(desc="seed 002's sync-over-async server: a 64-byte echo "
+                                        "whose handler, for a message starting with 'B', first "
+                                        "waits synchronously for a task that completes 100 ms "
+                                        "later; 8 connections send only those, 56 others echo "
+                                        "for 2 s (quick: 0.3 s; 3 rounds), measured (bench/loadgen; a "
+                                        "round trip still unanswered 1 s after the end counts "
+                                        "with its wait so far). A server that keeps answering "
+                                        "has a p99 far below 100 ms",
+                                   server="sync_over_async_server",
+                                   load=dict(conns=56, blocking=8, duration=(2, 0.3),
+                                             warmup=(5, 5)),
+                                   expect=None, any_checksum=True, max_reps=3,
+                                   extra_label=("blocking_requests",
+                                                             "blocking requests answered")),
+    "plaintext": dict(desc="TechEmpower's plaintext: HTTP/1.1 GET /plaintext answered "
+                           "'Hello, World!', keep-alive, not pipelined; wrk with 256 connections "
+                           "and cores/2 threads for 5 s after a 1 s warm-up (quick: 1 s, no "
+                           "warm-up; 3 rounds), sharing the cores with the server (no pinning)",
+                      server="plaintext", wrk=dict(conns=256, seconds=(5, 1), warmup_s=(1, 0)),
+                      expect=None, max_reps=3),
 }
 
 # tpl's thread-injection programs (examples/), one row per pool policy / barrier kind:
@@ -343,6 +420,25 @@ TPL_EXAMPLES = [
     ("barrier", "example_barrier", "adaptive pool, bare std::barrier", ["--policy", "adaptive", "--barrier", "std"]),
     ("barrier", "example_barrier", "eager pool, tpl::barrier", ["--policy", "eager", "--barrier", "cooperating"]),
     ("barrier", "example_barrier", "eager pool, bare std::barrier", ["--policy", "eager", "--barrier", "std"]),
+]
+
+# tpl's servers of the server groups (GROUPS' "server" kind; examples/, run with the port 0):
+# (kind, executable, row label, arguments, environment).
+TPL_SERVERS = [
+    ("echo", "example_echo_server", "example_echo_server, completions on the pool (default)", ["0"],
+     {"TPL_SOCKETS_INLINE_COMPLETIONS": "0"}),
+    ("echo", "example_echo_server", "example_echo_server, inline completions", ["0"],
+     {"TPL_SOCKETS_INLINE_COMPLETIONS": "1"}),
+    ("sync_over_async_server", "example_sync_over_async_server",
+     "tpl::delay(100 ms).wait() in the handler, completions on the pool (default)", ["0"],
+     {"TPL_SOCKETS_INLINE_COMPLETIONS": "0"}),
+    ("sync_over_async_server", "example_sync_over_async_server",
+     "tpl::delay(100 ms).wait() in the handler, inline completions", ["0"],
+     {"TPL_SOCKETS_INLINE_COMPLETIONS": "1"}),
+    ("plaintext", "example_http_hello", "example_http_hello, completions on the pool (default)",
+     ["0"], {"TPL_SOCKETS_INLINE_COMPLETIONS": "0"}),
+    ("plaintext", "example_http_hello", "example_http_hello, inline completions", ["0"],
+     {"TPL_SOCKETS_INLINE_COMPLETIONS": "1"}),
 ]
 
 # tpl_micro_bench's groups (bench/micro/*.cpp, "Group/Method" names) -> description.
@@ -403,6 +499,11 @@ class Entry:
     error: str | None = None
     note: str | None = None
     wall_s: list = field(default_factory=list)      # whole invocation (start-up, warm-up)
+    argv: list | None = None      # kind "server": the server's command line
+    rps: list = field(default_factory=list)         # server groups: requests/s per sample
+    p50_us: list = field(default_factory=list)
+    p99_us: list = field(default_factory=list)
+    extra: list = field(default_factory=list)       # server groups: the client's other figures
 
     @property
     def label(self) -> str:
@@ -520,11 +621,14 @@ def parse_timeline(text: str) -> tuple[list[float], float | None]:
 
 def run_entry(e: Entry, quick: bool, timeout: float) -> str | None:
     """Runs one sample of e; appends it; returns an error message or None."""
+    if e.kind == "server":
+        return run_server_entry(e, quick, timeout)
     if e.kind == "example":
         cmd = list(e.program.argv)
     else:
         cmd = e.program.argv + ["--run", e.group, e.method] + (["--quick"] if quick else [])
-    rc, out, err, rss, wall = _timed_child(cmd, e.program.env, timeout)
+    env = {**e.program.env, **_FILES_ENV} if GROUPS.get(e.group, {}).get("files") else e.program.env
+    rc, out, err, rss, wall = _timed_child(cmd, env, timeout)
     e.wall_s.append(round(wall, 3))
     if rc != 0:
         tail = " | ".join(ln for ln in err.strip().splitlines()[-3:])
@@ -585,6 +689,251 @@ def run_entry(e: Entry, quick: bool, timeout: float) -> str | None:
     return None
 
 
+# --------------------------------------------------------------------------- #
+# server groups: a server program on a loopback port, driven by one client for every runtime
+# --------------------------------------------------------------------------- #
+SERVER_READY_TIMEOUT_S = 30
+_LISTEN_RE = re.compile(r"(?:127\.0\.0\.1|\[::1\]):(\d+)")
+_CLIENTS: dict[str, str] = {}  # "loadgen" -> path, once found or built (see find_clients)
+PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    """preexec_fn of a server: SIGKILL when this runner dies, so that no server outlives it."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):
+        pass
+
+
+class ServerProcess:
+    """A server program of a server group, in a session of its own, killed after `lifetime_s`
+    at the latest. Its stdout is drained for as long as it runs; its first line naming
+    127.0.0.1:PORT (or [::1]:PORT) gives the port."""
+
+    def __init__(self, argv: list[str], env: dict, lifetime_s: float):
+        self.stderr = tempfile.TemporaryFile()
+        self.lines: queue.Queue = queue.Queue()
+        self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                     stderr=self.stderr, cwd=REPO_ROOT, env={**os.environ, **env},
+                                     start_new_session=True, preexec_fn=_die_with_parent)
+        threading.Thread(target=self._pump, daemon=True).start()
+        self.killer = threading.Timer(lifetime_s, self._kill)
+        self.killer.start()
+
+    def _pump(self) -> None:
+        for raw in self.proc.stdout:
+            self.lines.put(raw.decode(errors="replace"))
+        self.lines.put(None)
+
+    def _kill(self) -> None:
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except OSError:
+            pass
+
+    def wait_port(self, timeout_s: float) -> int | None:
+        deadline = time.monotonic() + timeout_s
+        while (left := deadline - time.monotonic()) > 0:
+            try:
+                line = self.lines.get(timeout=left)
+            except queue.Empty:
+                return None
+            if line is None:
+                return None
+            m = _LISTEN_RE.search(line)
+            if m:
+                return int(m.group(1))
+        return None
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def peak_rss_kb(self) -> int:
+        try:
+            for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1])
+        except (OSError, ValueError, IndexError):
+            pass
+        return 0
+
+    def close(self) -> str:
+        """Kills the server; returns the end of its stderr."""
+        self.killer.cancel()
+        self._kill()
+        try:
+            self.proc.wait(30)
+        except subprocess.TimeoutExpired:
+            pass
+        self.stderr.seek(0)
+        text = self.stderr.read().decode(errors="replace")
+        self.stderr.close()
+        return " | ".join(ln for ln in text.strip().splitlines()[-3:])[-300:]
+
+
+def client_missing(group: str) -> str | None:
+    """Why the client of a server group cannot run here, or None."""
+    spec = GROUPS.get(group, {})
+    if "load" in spec and "loadgen" not in _CLIENTS:
+        return _CLIENTS.get("loadgen_why", "bench/loadgen not built")
+    if "wrk" in spec and not shutil.which("wrk"):
+        return "wrk not found (apt-get install wrk)"
+    return None
+
+
+def find_clients(groups: list[str], peers_root: Path, rebuild: bool) -> None:
+    if any("load" in GROUPS.get(g, {}) for g in groups):
+        exe, why = peers.build_loadgen(peers_root, rebuild)
+        if exe:
+            _CLIENTS["loadgen"] = str(exe)
+        else:
+            _CLIENTS["loadgen_why"] = why
+
+
+def _json_record(out: str) -> dict | None:
+    record = None
+    for line in out.splitlines():
+        line = line.strip()
+        if line.startswith("{"):
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(obj, dict):
+                record = obj
+    return record
+
+
+def run_loadgen(spec: dict, port: int, quick: bool, timeout: float) -> tuple[dict | None, str]:
+    """One bench/loadgen run against 127.0.0.1:port: (sample, "") or (None, why)."""
+    load = spec["load"]
+    i = 1 if quick else 0
+    amount = (["-duration", str(load["duration"][i])] if "duration" in load
+              else ["-requests", str(load["requests"][i])])
+    cmd = [_CLIENTS["loadgen"], "echo", "-addr", f"127.0.0.1:{port}",
+           "-conns", str(load["conns"])] + amount + [
+           "-warmup", str(load["warmup"][i]), "-blocking", str(load.get("blocking", 0)),
+           "-seconds-max", str(int(timeout))]
+    rc, out, err, _, _ = _timed_child(cmd, {}, timeout + 10)
+    if rc != 0:
+        tail = " | ".join(err.strip().splitlines()[-2:])[-300:]
+        return None, f"loadgen: {describe_rc(rc)}: {tail}"
+    rec = _json_record(out)
+    if rec is None:
+        return None, "loadgen printed no JSON line"
+    try:
+        sample = {"ms": float(rec["ms"]), "rps": float(rec["requests_per_s"]),
+                  "p50_us": float(rec["p50_us"]), "p99_us": float(rec["p99_us"]),
+                  "checksum": int(rec["checksum"]),
+                  "extra": {k: rec[k] for k in ("blocking_requests", "unanswered") if k in rec}}
+    except (KeyError, TypeError, ValueError) as exc:
+        return None, f"loadgen: malformed result {rec}: {exc!r}"
+    return sample, ""
+
+
+_WRK_REQUESTS = re.compile(r"(\d+) requests in ([\d.]+)(us|ms|s|m|h)\b")
+_WRK_RPS = re.compile(r"Requests/sec:\s*([\d.]+)")
+_WRK_PERCENTILE = re.compile(r"^\s*(50|99)(?:\.0+)?%\s+([\d.]+)(us|ms|s|m)\s*$", re.M)
+_WRK_NON_2XX = re.compile(r"Non-2xx or 3xx responses:\s*(\d+)")
+_WRK_SOCKET_ERRORS = re.compile(r"Socket errors:\s*(.*)")
+_WRK_UNIT_US = {"us": 1.0, "ms": 1e3, "s": 1e6, "m": 60e6, "h": 3600e6}
+
+
+def run_wrk(spec: dict, port: int, quick: bool, timeout: float) -> tuple[dict | None, str]:
+    """A warm-up and one measured wrk run against http://127.0.0.1:port/plaintext."""
+    w = spec["wrk"]
+    i = 1 if quick else 0
+    wrk = shutil.which("wrk") or "wrk"
+    base = [wrk, f"-t{max(1, _cores() // 2)}", f"-c{w['conns']}"]
+    url = f"http://127.0.0.1:{port}/plaintext"
+    if w["warmup_s"][i] > 0:
+        rc, _, err, _, _ = _timed_child(base + [f"-d{w['warmup_s'][i]}s", url], {}, timeout)
+        if rc != 0:
+            return None, f"wrk (warm-up): {describe_rc(rc)}: {err.strip()[-200:]}"
+    rc, out, err, _, _ = _timed_child(base + [f"-d{w['seconds'][i]}s", "--latency", url], {},
+                                      timeout)
+    if rc != 0:
+        return None, f"wrk: {describe_rc(rc)}: {err.strip()[-200:]}"
+    reqs, rps = _WRK_REQUESTS.search(out), _WRK_RPS.search(out)
+    pct = {m.group(1): float(m.group(2)) * _WRK_UNIT_US[m.group(3)]
+           for m in _WRK_PERCENTILE.finditer(out)}
+    if not reqs or not rps or set(pct) != {"50", "99"}:
+        return None, "wrk printed no requests, Requests/sec or 50%/99% latency lines"
+    non_2xx = _WRK_NON_2XX.search(out)
+    if non_2xx and int(non_2xx.group(1)) > 0:
+        return None, f"{non_2xx.group(1)} answers were not 2xx/3xx"
+    sock = _WRK_SOCKET_ERRORS.search(out)
+    extra = {"socket_errors": sock.group(1).strip()} if sock else {}
+    return {"ms": float(reqs.group(2)) * _WRK_UNIT_US[reqs.group(3)] / 1e3,
+            "rps": float(rps.group(1)), "p50_us": pct["50"], "p99_us": pct["99"],
+            "checksum": int(reqs.group(1)), "extra": extra}, ""
+
+
+def run_server_entry(e: Entry, quick: bool, timeout: float) -> str | None:
+    """Starts e's server, runs the group's client against it once, kills the server."""
+    spec = GROUPS[e.group]
+    t0 = time.monotonic()
+    server = ServerProcess(e.argv or [], e.program.env, SERVER_READY_TIMEOUT_S + 2 * timeout + 60)
+    sample, why, rss = None, "", 0
+    try:
+        port = server.wait_port(SERVER_READY_TIMEOUT_S)
+        if port is None:
+            why = ("exited before it listened" if not server.alive() else
+                   f"printed no 'listening on 127.0.0.1:PORT' line in {SERVER_READY_TIMEOUT_S} s")
+        else:
+            client = run_wrk if "wrk" in spec else run_loadgen
+            sample, why = client(spec, port, quick, timeout)
+            if sample is not None and not server.alive():
+                sample, why = None, "the server exited during the run"
+            rss = server.peak_rss_kb()
+    finally:
+        tail = server.close()
+    e.wall_s.append(round(time.monotonic() - t0, 3))
+    if sample is None:
+        return f"{why}: server: {tail}" if tail else why
+    if spec.get("expect"):
+        want = spec["expect"][1 if quick else 0]
+        if sample["checksum"] != want:
+            return f"{sample['checksum']} round trips answered, expected {want}"
+    elif sample["checksum"] <= 0 and not spec.get("any_checksum"):
+        return "no request answered"
+    e.samples.append(sample["ms"])
+    e.checksums.append(sample["checksum"])
+    e.alloc.append(None)
+    e.rss_kb.append(rss)
+    e.starts.append(None)
+    e.rps.append(sample["rps"])
+    e.p50_us.append(sample["p50_us"])
+    e.p99_us.append(sample["p99_us"])
+    e.extra.append(sample["extra"])
+    if sample["extra"].get("socket_errors"):
+        e.note = f"wrk's socket errors: {sample['extra']['socket_errors']}"
+    if sample["extra"].get("unanswered"):
+        e.note = (f"{sample['extra']['unanswered']} round trips still unanswered 1 s after the "
+                  "end (in p50/p99 with their wait so far)")
+    return None
+
+
+_FILES_ENV: dict[str, str] = {}  # TPL_BENCH_FILE, TPL_BENCH_WRITE_FILE once prepare_files ran
+
+
+def prepare_files(quick: bool) -> Path:
+    """The files groups' data file (FILES_READ_BYTES, read through once so that it is in the page
+    cache) and the path of their write file, in a new temporary directory (returned)."""
+    tmp = Path(tempfile.mkdtemp(prefix="tpl-bench-files-"))
+    data = tmp / "data.bin"
+    mib = b"".join(bytes([i]) * FILES_BLOCK for i in range(256))  # blocks 256k .. 256k+255
+    with open(data, "wb") as f:
+        for _ in range(FILES_READ_BYTES[1 if quick else 0] >> 20):
+            f.write(mib)
+    with open(data, "rb") as f:
+        while f.read(1 << 20):
+            pass
+    _FILES_ENV.update(TPL_BENCH_FILE=str(data), TPL_BENCH_WRITE_FILE=str(tmp / "write.bin"))
+    return tmp
+
+
 def list_methods(prog: "peers.Program") -> tuple[list[tuple[str, str]], str | None]:
     rc, out, err, _, _ = _timed_child(prog.argv + ["--list"], prog.env, 120)
     if rc != 0:
@@ -625,7 +974,22 @@ def discover_tpl(build: Path, failures: list[str]) -> tuple[list[Entry], list[st
         if exe.is_file() and os.access(exe, os.X_OK):
             prog = peers.Program("tpl", runtime, [str(exe)] + args, details={"exe": name})
             entries.append(Entry(group, f"{label} ({name})", prog, kind="example"))
+    for kind, name, label, args, env in TPL_SERVERS:
+        exe = build / "examples" / name
+        if exe.is_file() and os.access(exe, os.X_OK):
+            prog = peers.Program("tpl", runtime, [str(exe)] + args, env=env,
+                                 details={"exe": name})
+            entries += server_entries(kind, label, prog, [str(exe)] + args)
     return entries, notes
+
+
+def server_entries(kind: str, method: str, prog: "peers.Program", argv: list[str]) -> list[Entry]:
+    """One row per group that a server of this kind serves."""
+    return [Entry(g, method, prog, kind="server", argv=argv)
+            for g, spec in GROUPS.items() if spec.get("server") == kind]
+
+
+SERVER_KINDS = {spec["server"] for spec in GROUPS.values() if "server" in spec}
 
 
 def group_selected(filter_re: str, group: str) -> bool:
@@ -684,6 +1048,12 @@ def summarize(group: str, entries: list[Entry], programs: list, tpl_present: boo
                "invocation_wall_s": e.wall_s}
         if any(s is not None for s in e.starts):
             row["starts_ms"] = e.starts
+        if e.kind == "server":
+            row.update(requests_per_s=e.rps, p50_us=e.p50_us, p99_us=e.p99_us, client_extra=e.extra)
+            if e.rps and not e.error:
+                row.update(rps_median=statistics.median(e.rps), rps_min=min(e.rps),
+                           rps_max=max(e.rps), p50_us_median=statistics.median(e.p50_us),
+                           p99_us_median=statistics.median(e.p99_us))
         if e.samples and not e.error:
             row["median_ms"] = statistics.median(e.samples)
             row["min_ms"], row["max_ms"] = min(e.samples), max(e.samples)
@@ -695,12 +1065,43 @@ def summarize(group: str, entries: list[Entry], programs: list, tpl_present: boo
     skipped = [f"{p.runtime} ({p.skipped})" for p in programs if p.skipped]
     no_idiom = [p.runtime for p in programs if not p.skipped and p.key not in present]
     return {"description": GROUPS.get(group, {}).get("desc", ""), "rows": rows,
+            "server": GROUPS.get(group, {}).get("server"),
+            "extra_label": GROUPS.get(group, {}).get("extra_label"),
             "checksum_label": GROUPS.get(group, {}).get("checksum_label"),
             "tpl": "present" if tpl_present else "not built yet",
             "skipped": skipped, "not_in_group": no_idiom}
 
 
+def fmt_rps(x: float) -> str:
+    return f"{x:,.0f}"
+
+
+def server_group_table(s: dict) -> list[str]:
+    """Requests/s (median of the rounds), its range, the ratio to the first row's (higher is
+    better), the medians of the rounds' p50 and p99 latencies and the server's peak RSS."""
+    headers = ["Method", "Runtime", "Requests/s", "Min-Max", "Ratio", "p50", "p99", "Peak RSS"]
+    rows = []
+    if s["tpl"] != "present":
+        rows.append(["tpl: not built yet", "tpl", "-", "-", "-", "-", "-", "-"])
+    base = next((r["rps_median"] for r in s["rows"] if r.get("rps_median")), None)
+    for r in s["rows"]:
+        if r.get("rps_median") is None:
+            rows.append([r["method"], r["runtime"], "FAILED", (r["error"] or "")[:60],
+                         "-", "-", "-", "-"])
+            continue
+        rss = r.get("peak_rss_kb_max")
+        rows.append([r["method"], r["runtime"], fmt_rps(r["rps_median"]),
+                     f"{fmt_rps(r['rps_min'])} - {fmt_rps(r['rps_max'])}",
+                     fmt_ratio(r["rps_median"], base), fmt_time_ns(r["p50_us_median"] * 1e3),
+                     fmt_time_ns(r["p99_us_median"] * 1e3), fmt_bytes(rss * 1024) if rss else "-"])
+    return table_lines(headers, rows)
+
+
 def group_table(group: str, s: dict) -> list[str]:
+    if s.get("group_skipped"):
+        return [f"Skipped: {s['group_skipped']}."]
+    if s.get("server"):
+        return server_group_table(s)
     headers = ["Method", "Runtime", "Mean", "Min-Max", "Ratio", "Allocated", "Peak RSS"]
     rows = []
     if s["tpl"] != "present":
@@ -741,6 +1142,13 @@ def table_lines(headers: list[str], rows: list[list[str]]) -> list[str]:
 
 def group_footer(s: dict) -> list[str]:
     out = [f"Note: {r['runtime']} / {r['method']}: {r['note']}" for r in s["rows"] if r.get("note")]
+    extra = s.get("extra_label")
+    if extra:
+        key, text = extra
+        out.append(f"{text[0].upper()}{text[1:]}, per round: " + "; ".join(
+            f"{r['runtime']} / {r['method']}: "
+            + (", ".join(str(x.get(key, "-")) for x in r.get("client_extra", [])) or "-")
+            for r in s["rows"]) + ".")
     label = s.get("checksum_label")
     if label:
         runtimes = [r["runtime"] for r in s["rows"]]
@@ -797,7 +1205,10 @@ def write_docs(results: dict, micro_tables: list[str], plots: list[str], path: P
              "the machine is shared (other builds ran at the same time), so the figures are "
              "noisy; compare rows of one table (they were interleaved), not runs.", "",
              "Mean is the median of the rounds, Min-Max their range, Ratio the Mean over the "
-             "first row's. Allocated: bytes allocated by the measured run (tpl: global "
+             "first row's. Server groups (echo, plaintext, sync_over_async_server) show "
+             "requests/s instead: the median of the rounds, their range, Ratio = requests/s over "
+             "the first row's (higher is better), and the medians of the rounds' p50 and p99 "
+             "latencies; their Peak RSS is the server's. Allocated: bytes allocated by the measured run (tpl: global "
              "operator new; Go: MemStats.TotalAlloc; .NET Core: GC.GetTotalAllocatedBytes; "
              "Java: all threads' allocated bytes; '-' where not measurable). Peak RSS: the "
              "whole process's (for Java and .NET it includes the VM and its heap sizing).", "",
@@ -1009,7 +1420,11 @@ def main() -> int:
                 failures.append(f"{p.runtime}: {why}")
                 p.skipped = why
                 continue
-            peer_entries += [Entry(g, m, p) for g, m in pairs]
+            for g, m in pairs:
+                if g in SERVER_KINDS:
+                    peer_entries += server_entries(g, m, p, p.argv + ["--serve", g, m])
+                else:
+                    peer_entries.append(Entry(g, m, p))
         names = list(GROUPS) + sorted({e.group for e in tpl_entries + peer_entries} - set(GROUPS))
         groups: dict[str, list[Entry]] = {}
         for g in names:
@@ -1017,10 +1432,27 @@ def main() -> int:
                 continue
             es = [e for e in tpl_entries if e.group == g] + [e for e in peer_entries if e.group == g]
             groups[g] = es
-        run_groups({g: es for g, es in groups.items() if es}, reps, args.quick, timeout, failures)
+        find_clients([g for g, es in groups.items() if es], peers_root, args.rebuild_peers)
+        skipped_groups: dict[str, str] = {}
+        for g, es in groups.items():
+            why = client_missing(g) if es else None
+            if why:
+                skipped_groups[g] = why
+                print(f"   {g}: skipped: {why}")
+        files_dir = (prepare_files(args.quick)
+                     if any(es and GROUPS.get(g, {}).get("files") for g, es in groups.items())
+                     else None)
+        try:
+            run_groups({g: es for g, es in groups.items() if es and g not in skipped_groups},
+                       reps, args.quick, timeout, failures)
+        finally:
+            if files_dir:
+                shutil.rmtree(files_dir, ignore_errors=True)
         for g, es in groups.items():
             tpl_present = any(e.program.key == "tpl" for e in es)
             s = summarize(g, es, programs, tpl_present)
+            if g in skipped_groups:
+                s["group_skipped"] = skipped_groups[g]
             results["groups"][g] = s
             if not s["description"]:
                 msg = f"group {g}: no description (add it to GROUPS in bench/run.py)"
@@ -1068,7 +1500,7 @@ def main() -> int:
             print(f"  - {f}", file=sys.stderr)
         return 1
     if args.self_test:
-        n = sum(len(s["rows"]) for s in results["groups"].values())
+        n = sum(len(s["rows"]) for s in results["groups"].values() if not s.get("group_skipped"))
         print(f"self-test passed: {n} programs printed well-formed results")
     return 0
 

@@ -59,7 +59,7 @@ def _first_line(text: str) -> str:
 def _hash(paths: list[Path], extra: str) -> str:
     h = hashlib.sha256(extra.encode())
     for p in sorted(paths):
-        h.update(str(p.relative_to(PEERS_DIR)).encode())
+        h.update(str(p.relative_to(PEERS_DIR if p.is_relative_to(PEERS_DIR) else REPO_ROOT)).encode())
         h.update(p.read_bytes())
     return h.hexdigest()[:16]
 
@@ -138,6 +138,38 @@ def build_go(root: Path, rebuild: bool) -> Program:
     if state == "failed":
         return Program("go", f"Go {version}", skipped=cache.failed.read_text())
     return Program("go", f"Go {version}", [str(exe)], details={"go": version})
+
+
+# --------------------------------------------------------------------------- #
+# bench/loadgen: the load client of the echo and sync_over_async_server groups (Go)
+# --------------------------------------------------------------------------- #
+LOADGEN_DIR = PEERS_DIR.parent / "loadgen"
+
+
+def build_loadgen(root: Path, rebuild: bool) -> tuple[Path | None, str]:
+    """(the loadgen executable, "") or (None, why not). Built like the Go peer, cached alike."""
+    go = shutil.which("go")
+    if not go:
+        return None, "go not found (bench/loadgen is written in Go)"
+    rc, out = _run([go, "version"], 60)
+    cache = _Cache(root, "loadgen",
+                   _hash(list(LOADGEN_DIR.glob("*.go")) + [LOADGEN_DIR / "go.mod"], out))
+    exe = cache.dir / "loadgen"
+    state = cache.state(rebuild)
+    if state is None:
+        _log("building bench/loadgen")
+        cache.start()
+        rc, out = _run([go, "build", "-o", str(exe), "."], 600, cwd=LOADGEN_DIR,
+                       env={"GOTOOLCHAIN": "local", "GOFLAGS": "-mod=mod"})
+        if rc == 0:
+            cache.done({})
+            state = "ok"
+        else:
+            cache.fail(f"go build of bench/loadgen failed: {_tail(out)}")
+            state = "failed"
+    if state == "failed":
+        return None, cache.failed.read_text()
+    return exe, ""
 
 
 # --------------------------------------------------------------------------- #
@@ -406,7 +438,8 @@ def build_coreclr(root: Path, rebuild: bool, venv: Path | None) -> Program:
                 "System.Threading.Tasks.Parallel", "System.Threading.Thread",
                 "System.Threading.ThreadPool", "System.Collections", "System.Linq",
                 "System.Diagnostics.Process", "System.ComponentModel.Primitives",
-                "System.Runtime.Extensions", "netstandard"]
+                "System.Runtime.Extensions", "System.Net.Sockets", "System.Net.Primitives",
+                "netstandard"]
         cmd = [mcs, "-nostdlib", "-noconfig", "-optimize+", "-nowarn:1998,4014,1702", "-define:CORECLR",
                "-target:exe", f"-out:{dll}", str(src)]
         cmd += [f"-r:{fw / (r + '.dll')}" for r in refs if (fw / (r + ".dll")).exists()]

@@ -1,11 +1,17 @@
 // Asio peer of tpl's benchmark workloads: C++20 coroutines on asio::awaitable, co_spawn and
 // asio::experimental::channel, as an Asio user writes them: one io_context run by one thread
 // (Asio's usual scaling is an io_context per thread; its plain channels are not thread-safe).
+// The servers of the server groups (--serve) are a coroutine per connection on one io_context, run
+// by one thread or by one thread per core.
 #include <asio.hpp>
 #include <asio/experimental/as_tuple.hpp>
 #include <asio/experimental/channel.hpp>
 
+#include <array>
 #include <memory>
+#include <string>
+#include <string_view>
+#include <thread>
 
 #include "peer_main.hpp"
 
@@ -142,6 +148,74 @@ awaitable<long long> channel_run(asio::any_io_executor ex, long long n, int prod
   co_return total;
 }
 
+// ---- servers of the server groups (--serve): a coroutine per connection ---------------------------
+using asio::ip::tcp;
+
+awaitable<void> echo_session(tcp::socket socket) {
+  try {
+    socket.set_option(tcp::no_delay(true));
+    std::array<char, 4096> buf;
+    for (;;) {
+      const std::size_t n = co_await socket.async_read_some(asio::buffer(buf), use_awaitable);
+      co_await asio::async_write(socket, asio::buffer(buf, n), use_awaitable);
+    }
+  } catch (const std::exception&) {
+    // end of stream or a reset: this connection only
+  }
+}
+
+// HTTP/1.1 for the plaintext group with a minimal parser: every request ends at its empty line
+// (GET, no body); the answers to what one read brought in go out in one write (pipelining).
+constexpr std::string_view kHello =
+    "HTTP/1.1 200 OK\r\nServer: asio\r\nContent-Type: text/plain\r\nContent-Length: 13\r\n\r\nHello, World!";
+
+awaitable<void> http_session(tcp::socket socket) {
+  try {
+    socket.set_option(tcp::no_delay(true));
+    std::array<char, 4096> buf;
+    std::string in, out;
+    for (;;) {
+      const std::size_t n = co_await socket.async_read_some(asio::buffer(buf), use_awaitable);
+      in.append(buf.data(), n);
+      std::size_t begin = 0;
+      for (std::size_t end; (end = in.find("\r\n\r\n", begin)) != std::string::npos; begin = end + 4)
+        out += kHello;
+      in.erase(0, begin);
+      if (!out.empty()) {
+        co_await asio::async_write(socket, asio::buffer(out), use_awaitable);
+        out.clear();
+      }
+    }
+  } catch (const std::exception&) {
+  }
+}
+
+template <class Session>
+awaitable<void> accept_loop(tcp::acceptor& acceptor, Session session) {
+  for (;;) {
+    tcp::socket socket = co_await acceptor.async_accept(use_awaitable);
+    asio::co_spawn(acceptor.get_executor(), session(std::move(socket)), asio::detached);
+  }
+}
+
+// One io_context run by `threads` threads: each connection's coroutine runs on one of them at a
+// time, so a session needs no strand.
+template <class Session>
+int serve(int threads, Session session) {
+  asio::io_context io(threads);
+  tcp::acceptor acceptor(io, tcp::endpoint(asio::ip::address_v4::loopback(), 0));
+  std::printf("listening on 127.0.0.1:%u\n", static_cast<unsigned>(acceptor.local_endpoint().port()));
+  std::fflush(stdout);
+  asio::co_spawn(io, accept_loop(acceptor, session), asio::detached);
+  std::vector<std::thread> more;
+  for (int i = 1; i < threads; ++i) more.emplace_back([&io] { io.run(); });
+  io.run();
+  for (auto& t : more) t.join();
+  return 0;
+}
+
+int cores() { return static_cast<int>(std::max(1u, std::thread::hardware_concurrency())); }
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -162,5 +236,12 @@ int main(int argc, char** argv) {
       {"channel_mpmc_bounded", "channel(1024), 2x2 coroutines (1 thread)",
        [](bool q, peer::recorder&) { return on_io_context([&](auto ex) { return channel_run(ex, pick(q, 10'000'000, 1'000'000), 2, 2); }); }},
   };
-  return peer::main(argc, argv, methods);
+  std::vector<peer::server> servers = {
+      {"echo", "coroutine per connection (1 thread)", [] { return serve(1, echo_session); }},
+      {"echo", "coroutine per connection (io_context on cores threads)", [] { return serve(cores(), echo_session); }},
+      {"plaintext", "coroutine per connection, minimal parser (1 thread)", [] { return serve(1, http_session); }},
+      {"plaintext", "coroutine per connection, minimal parser (io_context on cores threads)",
+       [] { return serve(cores(), http_session); }},
+  };
+  return peer::main(argc, argv, methods, servers);
 }

@@ -2,6 +2,9 @@
 //   peer --list                             one "<group>\t<method>" line per method
 //   peer --run <group> <method> [--quick]   warm-up at the quick size, one measured run,
 //                                           one JSON line on stdout
+//   peer --serve <kind> <method>            a server of a server group: listens on 127.0.0.1 (a
+//                                           port the kernel picks), prints "listening on
+//                                           127.0.0.1:PORT", serves until killed
 #pragma once
 
 #include <atomic>
@@ -37,23 +40,39 @@ struct method {
   bool no_warmup = false;
 };
 
+/// A server of a server group (bench/peers/README.md): `serve` listens, prints its line and
+/// serves until the process is killed.
+struct server {
+  std::string kind, name;
+  std::function<int()> serve;
+};
+
 inline int pick(bool quick, int full, int small) { return quick ? small : full; }
 
-inline int main(int argc, char** argv, const std::vector<method>& methods) {
-  bool quick = false, list = false;
+inline int main(int argc, char** argv, const std::vector<method>& methods,
+                const std::vector<server>& servers = {}) {
+  bool quick = false, list = false, serving = false;
   const char* group = nullptr;
   const char* name = nullptr;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--quick") == 0) quick = true;
     else if (std::strcmp(argv[i], "--list") == 0) list = true;
-    else if (std::strcmp(argv[i], "--run") == 0 && i + 2 < argc) {
+    else if ((std::strcmp(argv[i], "--run") == 0 || std::strcmp(argv[i], "--serve") == 0) && i + 2 < argc) {
+      serving = std::strcmp(argv[i], "--serve") == 0;
       group = argv[++i];
       name = argv[++i];
     }
   }
   if (list) {
     for (const auto& m : methods) std::printf("%s\t%s\n", m.group.c_str(), m.name.c_str());
+    for (const auto& s : servers) std::printf("%s\t%s\n", s.kind.c_str(), s.name.c_str());
     return 0;
+  }
+  if (serving) {
+    for (const auto& s : servers)
+      if (s.kind == group && s.name == name) return s.serve();
+    std::fprintf(stderr, "no server %s / %s\n", group, name);
+    return 2;
   }
   for (const auto& m : methods) {
     if (group == nullptr || m.group != group || m.name != name) continue;

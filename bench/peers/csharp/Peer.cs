@@ -3,6 +3,8 @@
 //   peer --list                             one "<group>\t<method>" line per method
 //   peer --run <group> <method> [--quick]   warm-up at the quick size, one measured run,
 //                                           one JSON line on stdout
+//   peer --serve <kind> <method>            a server of a server group (CoreCLR only): Socket
+//                                           with async/await, a task per connection
 //
 // Compiled twice by Mono's mcs: for Mono (mscorlib) and, with -define:CORECLR, against the
 // framework assemblies of .NET Core 3.1 (PyPI's dotnetcore2), run on CoreCLR. Written as a C#
@@ -21,6 +23,8 @@ using System.Threading;
 using System.Threading.Tasks;
 using System.Threading.Tasks.Sources;
 #if CORECLR
+using System.Net;
+using System.Net.Sockets;
 using System.Threading.Channels;
 #endif
 
@@ -584,6 +588,129 @@ static class Peer
         return m;
     }
 
+#if CORECLR
+    // ---- servers of the server groups (--serve; bench/peers/README.md, "Server groups") ----------
+    // A sync_over_async_server request: a fixed-size message echoed back; one whose first byte is
+    // 'B' is answered after the handler has waited synchronously for a 100 ms delay (seed 002).
+    const int FramedMessageSize = 64;
+    const int BlockingHandlerWaitMs = 100;
+
+    sealed class Server
+    {
+        public string Kind, Name;
+        public Func<Socket, Task> Handle;
+        public Server(string k, string n, Func<Socket, Task> h) { Kind = k; Name = n; Handle = h; }
+    }
+
+    static Server[] Servers()
+    {
+        return new[] {
+            new Server("echo", "Socket.ReceiveAsync/SendAsync, a task per connection", Echo),
+            new Server("plaintext", "Socket, a task per connection, minimal parser", Http),
+            new Server("sync_over_async_server", "a task per connection, Task.Delay(100).Wait()", BlockingEcho),
+        };
+    }
+
+    static async Task AcceptLoop(Socket listener, Func<Socket, Task> handle)
+    {
+        for (;;)
+        {
+            Socket s = await listener.AcceptAsync();
+            s.NoDelay = true;
+            var connection = handle(s);  // runs on its own
+        }
+    }
+
+    static async Task SendAll(Socket s, byte[] buf, int count)
+    {
+        for (int sent = 0; sent < count;)
+            sent += await s.SendAsync(new ArraySegment<byte>(buf, sent, count - sent), SocketFlags.None);
+    }
+
+    static async Task Echo(Socket s)
+    {
+        var buf = new byte[4096];
+        try
+        {
+            for (int n; (n = await s.ReceiveAsync(new ArraySegment<byte>(buf), SocketFlags.None)) > 0;)
+                await SendAll(s, buf, n);
+        }
+        catch (Exception) { }  // a reset ends this connection only
+        finally { s.Dispose(); }
+    }
+
+    static async Task BlockingEcho(Socket s)
+    {
+        var buf = new byte[FramedMessageSize];
+        try
+        {
+            for (;;)
+            {
+                for (int got = 0; got < FramedMessageSize;)
+                {
+                    int n = await s.ReceiveAsync(new ArraySegment<byte>(buf, got, FramedMessageSize - got), SocketFlags.None);
+                    if (n == 0) return;
+                    got += n;
+                }
+                if (buf[0] == (byte)'B') Task.Delay(BlockingHandlerWaitMs).Wait();
+                await SendAll(s, buf, FramedMessageSize);
+            }
+        }
+        catch (Exception) { }
+        finally { s.Dispose(); }
+    }
+
+    static readonly byte[] HelloResponse = Encoding.ASCII.GetBytes(
+        "HTTP/1.1 200 OK\r\nServer: dotnet\r\nContent-Type: text/plain\r\nContent-Length: 13\r\n\r\nHello, World!");
+    static readonly byte[] EndOfHeaders = Encoding.ASCII.GetBytes("\r\n\r\n");
+
+    // HTTP/1.1 with a minimal parser: every request ends at its empty line (GET, no body); the
+    // answers to what one receive brought in go out in one send (pipelining).
+    static async Task Http(Socket s)
+    {
+        var buf = new byte[4096];
+        var answers = new byte[HelloResponse.Length * 16];
+        int matched = 0;  // bytes of EndOfHeaders seen so far
+        try
+        {
+            for (int n; (n = await s.ReceiveAsync(new ArraySegment<byte>(buf), SocketFlags.None)) > 0;)
+            {
+                int requests = 0;
+                for (int i = 0; i < n; i++)
+                {
+                    if (buf[i] == EndOfHeaders[matched]) matched++;
+                    else matched = buf[i] == (byte)'\r' ? 1 : 0;
+                    if (matched == EndOfHeaders.Length) { requests++; matched = 0; }
+                }
+                if (requests == 0) continue;
+                if (answers.Length < requests * HelloResponse.Length) answers = new byte[requests * HelloResponse.Length];
+                for (int r = 0; r < requests; r++)
+                    Buffer.BlockCopy(HelloResponse, 0, answers, r * HelloResponse.Length, HelloResponse.Length);
+                await SendAll(s, answers, requests * HelloResponse.Length);
+            }
+        }
+        catch (Exception) { }
+        finally { s.Dispose(); }
+    }
+
+    static int Serve(string kind, string name)
+    {
+        foreach (var server in Servers())
+        {
+            if (server.Kind != kind || server.Name != name) continue;
+            var listener = new Socket(AddressFamily.InterNetwork, SocketType.Stream, ProtocolType.Tcp);
+            listener.Bind(new IPEndPoint(IPAddress.Loopback, 0));
+            listener.Listen(4096);
+            Console.WriteLine("listening on 127.0.0.1:" + ((IPEndPoint)listener.LocalEndPoint).Port.ToString(CultureInfo.InvariantCulture));
+            Console.Out.Flush();
+            AcceptLoop(listener, server.Handle).Wait();
+            return 0;
+        }
+        Console.Error.WriteLine("no server " + kind + " / " + name);
+        return 2;
+    }
+#endif
+
     static long Allocated()
     {
 #if CORECLR
@@ -597,20 +724,31 @@ static class Peer
 
     static int Main(string[] args)
     {
-        bool quick = false, list = false;
+        bool quick = false, list = false, serving = false;
         string group = null, name = null;
         for (int i = 0; i < args.Length; i++)
         {
             if (args[i] == "--quick") quick = true;
             else if (args[i] == "--list") list = true;
-            else if (args[i] == "--run" && i + 2 < args.Length) { group = args[++i]; name = args[++i]; }
+            else if ((args[i] == "--run" || args[i] == "--serve") && i + 2 < args.Length)
+            {
+                serving = args[i] == "--serve";
+                group = args[++i];
+                name = args[++i];
+            }
         }
         var methods = Methods();
         if (list)
         {
             foreach (var m in methods) Console.WriteLine(m.Group + "\t" + m.Name);
+#if CORECLR
+            foreach (var server in Servers()) Console.WriteLine(server.Kind + "\t" + server.Name);
+#endif
             return 0;
         }
+#if CORECLR
+        if (serving) return Serve(group, name);
+#endif
         foreach (var m in methods)
         {
             if (m.Group != group || m.Name != name) continue;

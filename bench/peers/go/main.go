@@ -3,6 +3,7 @@
 //	peer --list                              one "<group>\t<method>" line per method
 //	peer --run <group> <method> [--quick]    warm-up at the quick size, one measured run,
 //	                                         one JSON line on stdout
+//	peer --serve <kind> <method>             a server of a server group (servers.go)
 //
 // Written as a Go programmer would: goroutines, channels, sync.WaitGroup.
 package main
@@ -466,21 +467,27 @@ var methods = []method{
 	{group: "async_generator", name: "goroutine + unbuffered chan, for range", run: func(q bool, _ *recorder) int64 { return sumChan(pick(q, 1000000, 100000), 0) }},
 	{group: "async_generator", name: "goroutine + chan cap 1024, for range", run: func(q bool, _ *recorder) int64 { return sumChan(pick(q, 1000000, 100000), 1024) }},
 	{group: "async_generator", name: "iter.Seq range-over-func (synchronous)", run: func(q bool, _ *recorder) int64 { return sumSeq(pick(q, 1000000, 100000)) }},
+	{group: "files_seq_read", name: "os.File.Read 64 KiB", run: func(q bool, _ *recorder) int64 { return filesSeqRead(q) }},
+	{group: "files_rand_read", name: "os.File.ReadAt 4 KiB", run: func(q bool, _ *recorder) int64 { return filesRandRead(q, 1) }},
+	{group: "files_rand_read_16", name: "16 goroutines of os.File.ReadAt 4 KiB", run: func(q bool, _ *recorder) int64 { return filesRandRead(q, 16) }},
+	{group: "files_seq_write", name: "os.File.Write 64 KiB", run: func(q bool, _ *recorder) int64 { return filesSeqWrite(q) }},
+	{group: "files_rand_write", name: "os.File.WriteAt 4 KiB", run: func(q bool, _ *recorder) int64 { return filesRandWrite(q) }},
 }
 
 func main() {
 	args := os.Args[1:]
 	quick := false
 	var group, name string
-	list := false
+	list, serving := false, false
 	for i := 0; i < len(args); i++ {
 		switch args[i] {
 		case "--quick":
 			quick = true
 		case "--list":
 			list = true
-		case "--run":
+		case "--run", "--serve":
 			if i+2 < len(args) {
+				serving = args[i] == "--serve"
 				group, name = args[i+1], args[i+2]
 				i += 2
 			}
@@ -490,6 +497,13 @@ func main() {
 		for _, m := range methods {
 			fmt.Printf("%s\t%s\n", m.group, m.name)
 		}
+		for _, s := range servers {
+			fmt.Printf("%s\t%s\n", s.kind, s.name)
+		}
+		return
+	}
+	if serving {
+		serve(group, name)
 		return
 	}
 	for _, m := range methods {

@@ -3,6 +3,7 @@
 //!   peer --list                             one "<group>\t<method>" line per method
 //!   peer --run <group> <method> [--quick]   warm-up at the quick size, one measured run,
 //!                                           one JSON line on stdout
+//!   peer --serve <kind> <method>            a server of a server group (servers.rs)
 //!
 //!   peer --rayon --list / --run ...        the same for the rayon methods (a runtime of its own
 //!                                           in the tables: bench/peers/peers.py)
@@ -19,6 +20,9 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+
+mod files;
+mod servers;
 
 // ---- allocation counter ------------------------------------------------------------------
 struct Counting;
@@ -542,6 +546,11 @@ fn methods() -> Vec<Method> {
         r("skynet", "rayon::scope, a spawn per child", |q| skynet_rayon(0, pick(q, 1_000_000, 100_000))),
         r("fib30", "rayon::join", |q| fib_rayon(pick(q, 30, 25))),
         r("fib35", "rayon::join", |q| fib_rayon(pick(q, 35, 30))),
+        m("files_seq_read", "tokio::fs::File read 64 KiB", |q, _| Box::pin(files::seq_read(q))),
+        m("files_rand_read", "tokio::fs::File seek + read_exact 4 KiB", |q, _| Box::pin(files::rand_read(q, 1))),
+        m("files_rand_read_16", "16 tasks, a tokio::fs::File each, seek + read_exact 4 KiB", |q, _| Box::pin(files::rand_read(q, 16))),
+        m("files_seq_write", "tokio::fs::File write_all 64 KiB", |q, _| Box::pin(files::seq_write(q))),
+        m("files_rand_write", "tokio::fs::File seek + write_all 4 KiB", |q, _| Box::pin(files::rand_write(q))),
     ]
 }
 
@@ -554,7 +563,15 @@ fn main() {
         for m in &all {
             println!("{}\t{}", m.group, m.name);
         }
+        for s in servers::servers() {
+            println!("{}\t{}", s.kind, s.name);
+        }
         return;
+    }
+    if let Some(p) = args.iter().position(|a| a == "--serve") {
+        if args.len() > p + 2 {
+            servers::serve(&args[p + 1], &args[p + 2]);
+        }
     }
     let pos = args.iter().position(|a| a == "--run");
     let (group, name) = match pos {

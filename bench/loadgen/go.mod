@@ -1,0 +1,3 @@
+module tplbench/loadgen
+
+go 1.23
