@@ -73,7 +73,8 @@ io_engine_counters::~io_engine_counters() {
 void io_engine_counters::bind_to_current_thread() noexcept { t_engine_counters = this; }
 
 void io_engine_counters::add_to(io_engine_stats& s) const noexcept {
-  // relaxed throughout: a snapshot for display (the engine thread keeps writing), see bump_owned.
+  // relaxed throughout: a snapshot for display while the engine thread keeps writing; untorn on
+  // ARMv8 and x86 alike, and ordered with nothing (see bump_owned).
   s.completions += completions_.load(std::memory_order_relaxed);
   s.wakeups += wakeups_.load(std::memory_order_relaxed);
   s.events += events_.load(std::memory_order_relaxed);
@@ -91,19 +92,23 @@ void count_io_completion(io_kind k) noexcept {
     e->record_completion();  // this thread is the block's engine thread
     return;                  // the engine ticks after its batch
   }
-  // relaxed: a statistic; the RMW only has to be atomic (several threads may count here).
+  // relaxed: a statistic; several threads may count here, so the increment is an atomic RMW (LDADD
+  // or an LDXR/STXR loop on ARMv8, LOCK XADD on x86), and nothing is published through it, so it
+  // needs no ordering on either.
   g_unattributed[index(k)].fetch_add(1, std::memory_order_relaxed);
   io_summary_tick();
 }
 
 void io_summary_tick() noexcept {
-  // acquire: pairs with default_pool()'s release store, so the impl it points to is seen built.
+  // acquire: pairs with default_pool()'s release store, so the impl it points to is seen built. On
+  // ARMv8 this is an LDAR (a relaxed LDR could see the pointer before the pool's fields); on x86
+  // every load is an acquire and this only restrains the compiler.
   if (thread_pool::impl* p = thread_pool::impl::default_impl.load(std::memory_order_acquire)) p->maybe_emit_io_summary();
 }
 
 io_engine_stats engine_io_totals(io_kind k) noexcept {
   io_engine_stats s = io_registry::sum(k);
-  // relaxed: a statistic, as above.
+  // relaxed: a statistic, read untorn; it orders nothing (as above).
   s.completions += g_unattributed[index(k)].load(std::memory_order_relaxed);
   return s;
 }

@@ -72,17 +72,20 @@ bool same_counts(const thread_pool_io_stats& a, const thread_pool_io_stats& b) n
 
 thread_pool_io_stats thread_pool::impl::io_stats() const noexcept {
   thread_pool_io_stats io;
-  // acquire: pairs with the slot publication in start_worker.
+  // acquire: pairs with start_worker's release of the count, which follows the slot's store, so
+  // every slot below the count is seen filled (LDAR/STLR on ARMv8; plain moves on x86).
   const unsigned n = slot_count.load(std::memory_order_acquire);
   for (unsigned i = 0; i < n; ++i) {
+    // relaxed: ordered by the acquire above; a filled slot never changes.
     const worker* w = slots[i].load(std::memory_order_relaxed);
-    // relaxed: written by their worker alone (detail::bump_owned explains why that suffices).
+    // relaxed: written by their worker alone; untorn and unordered reads suffice on ARMv8 as on
+    // x86 (detail::bump_owned explains why).
     io.sockets.completions += w->io_completions[static_cast<std::size_t>(detail::io_kind::socket)].load(std::memory_order_relaxed);
     io.pool_engine_completions +=
         w->io_completions[static_cast<std::size_t>(detail::io_kind::pool_engine)].load(std::memory_order_relaxed);
     io.uring.completions += w->io_completions[static_cast<std::size_t>(detail::io_kind::uring)].load(std::memory_order_relaxed);
   }
-  // relaxed: only compared, never dereferenced (this is the pointer's own object).
+  // relaxed: only compared with this, never dereferenced, so no ordering is needed (ARMv8 or x86).
   if (default_impl.load(std::memory_order_relaxed) == this) {
     const io_engine_stats sockets = detail::engine_io_totals(detail::io_kind::socket);
     const io_engine_stats uring = detail::engine_io_totals(detail::io_kind::uring);
@@ -100,7 +103,8 @@ void thread_pool::impl::maybe_emit_io_summary() noexcept {
   // relaxed: whether anyone listens, as in emit().
   if (!trace.load(std::memory_order_relaxed) && !has_listener.load(std::memory_order_relaxed)) return;
   const std::int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(clock::now().time_since_epoch()).count();
-  // relaxed: a hint that spares the lock below, which decides.
+  // relaxed: a hint that spares the lock below, which decides; a stale value on ARMv8 or x86 only
+  // sends this thread to the try_lock (too early) or skips a summary that the next caller sends.
   if (now < next_io_summary_ns.load(std::memory_order_relaxed)) return;
   thread_pool_event e{};
   {
@@ -109,8 +113,10 @@ void thread_pool::impl::maybe_emit_io_summary() noexcept {
     // (and comes back here) never meets a lock it holds.
     std::unique_lock g(io_summary_lock, std::try_to_lock);
     if (!g.owns_lock()) return;
-    // relaxed: written only under io_summary_lock, which we hold.
+    // relaxed: written only under io_summary_lock, which we hold (the lock orders it, on any
+    // architecture).
     if (now < next_io_summary_ns.load(std::memory_order_relaxed)) return;
+    // relaxed: as the load above (under the lock); the hint outside it may read it late.
     next_io_summary_ns.store(now + std::chrono::duration_cast<std::chrono::nanoseconds>(kIoSummaryPeriod).count(),
                              std::memory_order_relaxed);
     const thread_pool_io_stats current = io_stats();
