@@ -32,4 +32,20 @@ bool parse_environment_bool(const char* name, const char* value) {
   bad_environment_value(name, value, "0, 1, true or false");
 }
 
+std::size_t parse_environment_word(const char* name, const char* value, std::initializer_list<const char*> words) {
+  std::size_t i = 0;
+  for (const char* w : words) {
+    if (std::strcmp(value, w) == 0) return i;
+    ++i;
+  }
+  std::string expected;
+  i = 0;
+  for (const char* w : words) {
+    if (i != 0) expected += i + 1 == words.size() ? " or " : ", ";
+    expected += w;
+    ++i;
+  }
+  bad_environment_value(name, value, expected.c_str());
+}
+
 }  // namespace tpl::detail

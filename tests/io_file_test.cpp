@@ -123,7 +123,9 @@ TEST(io_engine_choice, tpl_io_engine_is_parsed_strictly) {
       (void)tpl::io::detail::parse_io_engine(bad);
       ADD_FAILURE() << "accepted \"" << bad << "\"";
     } catch (const std::invalid_argument& e) {
-      EXPECT_NE(std::string(e.what()).find("TPL_IO_ENGINE"), std::string::npos) << e.what();
+      // The same message as every other tpl variable's (src/env_parse.hpp).
+      EXPECT_EQ(std::string(e.what()), std::string("tpl: environment variable TPL_IO_ENGINE=\"") + bad +
+                                           "\" is invalid: expected epoll or io_uring");
     }
   }
   EXPECT_THROW((void)tpl::io::detail::choose_engine("bogus"), std::invalid_argument);
@@ -326,6 +328,57 @@ TEST_P(io_file, close_with_operations_started_completes_or_aborts_each_then_clos
   }
   EXPECT_EQ(wrong, 0);
   EXPECT_EQ(completed + aborted, 64 * rounds);
+}
+
+// --- the pool's I/O counters (thread_pool_stats::io) -------------------------------------------
+
+TEST_P(io_file, a_read_counts_a_completion_in_the_default_pools_io_stats) {
+  auto f = file::open(path("f"), file_mode::create, file_access::read_write);
+  EXPECT_EQ(tpl::sync_wait(f.write_at_async(0, pattern(0, 64))), 64u);
+  tpl::thread_pool& pool = tpl::thread_pool::default_pool();
+  const tpl::thread_pool_io_stats before = pool.stats().io;
+  std::vector<std::byte> buf(64);
+  // From this thread (not a worker): the pool engine runs the read on a default-pool worker; the
+  // io_uring engine's completion thread resumes it there. Either counts it before the read's
+  // continuation runs, so sync_wait returning means the counter has moved.
+  EXPECT_EQ(tpl::sync_wait(f.read_at_async(0, buf)), 64u);
+  const tpl::thread_pool_io_stats after = pool.stats().io;
+  if (GetParam() == engine_choice::pool) {
+    EXPECT_GE(after.pool_engine_completions - before.pool_engine_completions, 1u);
+  } else {
+    EXPECT_GE(after.uring.completions - before.uring.completions, 1u);
+    EXPECT_GE(after.uring.wakeups - before.uring.wakeups, 1u);
+    EXPECT_GE(after.uring.events - before.uring.events, 1u);
+    EXPECT_GE(after.uring.largest_batch, 1u);
+    std::uint64_t batches = 0;
+    for (std::size_t i = 0; i < tpl::io_batch_buckets; ++i) batches += after.uring.batch_sizes[i] - before.uring.batch_sizes[i];
+    EXPECT_GE(batches, 1u);
+  }
+  EXPECT_GE(after.completions() - before.completions(), 1u);
+}
+
+tpl::task<std::size_t> read_from(tpl::thread_pool& pool, file& f, std::span<std::byte> buf) {
+  co_await tpl::resume_on(pool);
+  co_return co_await f.read_at_async(0, buf);
+}
+
+TEST_P(io_file, a_read_started_on_a_user_pool_is_counted_by_the_pool_it_completes_on) {
+  auto f = file::open(path("f"), file_mode::create, file_access::read_write);
+  EXPECT_EQ(tpl::sync_wait(f.write_at_async(0, pattern(0, 64))), 64u);
+  tpl::thread_pool mine({.thread_count = 1});
+  const std::uint64_t default_uring_before = tpl::thread_pool::default_pool().stats().io.uring.completions;
+  std::vector<std::byte> buf(64);
+  EXPECT_EQ(tpl::sync_wait(read_from(mine, f, buf)), 64u);
+  const tpl::thread_pool_io_stats io = mine.stats().io;
+  if (GetParam() == engine_choice::pool) {
+    // The pool engine ran the system call on the worker that started it: this pool's.
+    EXPECT_EQ(io.pool_engine_completions, 1u);
+  } else {
+    // The completion thread serves the default pool: the completion is counted there.
+    EXPECT_EQ(io.uring.completions, 0u);
+    EXPECT_GE(tpl::thread_pool::default_pool().stats().io.uring.completions - default_uring_before, 1u);
+  }
+  EXPECT_EQ(io.sockets.wakeups + io.uring.wakeups, 0u) << "only the default pool reports engine threads";
 }
 
 INSTANTIATE_TEST_SUITE_P(engines, io_file, ::testing::Values(engine_choice::pool, engine_choice::io_uring),

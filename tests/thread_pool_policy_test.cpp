@@ -239,6 +239,12 @@ TEST(pool_options, bad_values_throw_naming_the_variable) {
   EXPECT_NE(from_environment_error().find("above"), std::string::npos);
 }
 
+TEST(pool_options, a_bad_word_names_the_variable_and_every_accepted_value) {
+  env_var v("TPL_THREADPOOL_INJECTION", "Eager");
+  EXPECT_EQ(from_environment_error(),
+            "tpl: environment variable TPL_THREADPOOL_INJECTION=\"Eager\" is invalid: expected adaptive or eager");
+}
+
 TEST(pool_options, bad_constructor_options_throw_invalid_argument) {
   EXPECT_THROW(tpl::thread_pool({.thread_count = 4, .max_threads = 2}), std::invalid_argument);
   EXPECT_THROW(tpl::thread_pool({.thread_count = 1, .max_threads = 40000}), std::invalid_argument);
@@ -390,6 +396,69 @@ TEST(pool_policy_live, retirement_and_injection_emit_events_with_reasons) {
   const std::string line = tpl::to_string(events.front());
   EXPECT_NE(line.find("thread_retired"), std::string::npos) << line;
   EXPECT_NE(line.find("reason=idle_timeout"), std::string::npos) << line;
+}
+
+TEST(pool_events, io_batch_bucket_maps_batch_sizes_to_power_of_two_buckets) {
+  EXPECT_EQ(tpl::io_batch_bucket(1), 0u);
+  EXPECT_EQ(tpl::io_batch_bucket(2), 1u);
+  EXPECT_EQ(tpl::io_batch_bucket(3), 1u);
+  EXPECT_EQ(tpl::io_batch_bucket(4), 2u);
+  EXPECT_EQ(tpl::io_batch_bucket(1023), 9u);
+  EXPECT_EQ(tpl::io_batch_bucket(1024), 10u);
+  EXPECT_EQ(tpl::io_batch_bucket(1u << 20), tpl::io_batch_buckets - 1);
+}
+
+TEST(pool_events, an_io_summary_prints_as_one_line_with_its_non_empty_batch_buckets) {
+  tpl::thread_pool_event e{};
+  e.kind = tpl::thread_pool_event_kind::io_summary;
+  e.reason = tpl::thread_pool_reason::io;
+  e.existing_threads = 2;
+  e.goal = 3;
+  e.io.sockets.completions = 7;
+  e.io.sockets.wakeups = 5;
+  e.io.sockets.events = 9;
+  e.io.sockets.largest_batch = 4;
+  e.io.sockets.batch_sizes[0] = 3;
+  e.io.sockets.batch_sizes[1] = 1;
+  e.io.sockets.batch_sizes[2] = 1;
+  e.io.uring.completions = 1;
+  e.io.uring.wakeups = 1;
+  e.io.uring.events = 1500;
+  e.io.uring.largest_batch = 1500;
+  e.io.uring.batch_sizes[tpl::io_batch_buckets - 1] = 1;
+  e.io.pool_engine_completions = 2;
+  const std::string line = tpl::to_string(e);
+  EXPECT_EQ(line.find('\n'), std::string::npos) << line;
+  EXPECT_NE(line.find("io_summary threads=2 goal=3 blocked=0 completions=10"), std::string::npos) << line;
+  EXPECT_NE(line.find(" sockets=[completions=7 wakeups=5 events=9 largest_batch=4 batches=1:3,2-3:1,4-7:1]"),
+            std::string::npos)
+      << line;
+  EXPECT_NE(line.find(" io_uring=[completions=1 wakeups=1 events=1500 largest_batch=1500 batches=1024+:1]"),
+            std::string::npos)
+      << line;
+  EXPECT_NE(line.find(" pool_engine=[completions=2]"), std::string::npos) << line;
+  e.io = {};
+  EXPECT_NE(tpl::to_string(e).find(" sockets=[completions=0 wakeups=0 events=0 largest_batch=0 batches=-]"),
+            std::string::npos);
+  EXPECT_STREQ(tpl::to_string(tpl::thread_pool_event_kind::io_summary), "io_summary");
+  EXPECT_STREQ(tpl::to_string(tpl::thread_pool_reason::io), "io");
+}
+
+TEST(pool_events, a_pool_without_io_reports_zero_io_and_sends_no_io_summary) {
+  std::atomic<int> summaries{0};
+  {
+    tpl::thread_pool pool({.thread_count = 1});
+    pool.set_event_listener([&](const tpl::thread_pool_event& e) {
+      if (e.kind == tpl::thread_pool_event_kind::io_summary) summaries.fetch_add(1);
+    });
+    std::vector<tpl::task<>> ts;
+    for (int i = 0; i < 100; ++i) ts.push_back(tpl::run(pool, [] {}));
+    tpl::sync_wait(tpl::when_all(ts));
+    const tpl::thread_pool_io_stats io = pool.stats().io;
+    EXPECT_EQ(io.completions(), 0u);
+    EXPECT_EQ(io.sockets.wakeups + io.uring.wakeups, 0u);
+  }  // the pool is gone: no listener call can be in flight
+  EXPECT_EQ(summaries.load(), 0);
 }
 
 TEST(pool_policy_live, a_throwing_listener_does_not_disturb_the_pool) {

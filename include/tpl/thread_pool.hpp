@@ -1,6 +1,7 @@
 // tpl/thread_pool.hpp — tpl::thread_pool: the work-stealing thread pool every task runs on, with
 // .NET's thread-injection policies (starvation gate, cooperative blocking, hill climbing), its
-// options, statistics and decision events; tpl::blocking_scope.
+// options, statistics (including the I/O delivered to it: completions, engine wake-ups, batch
+// sizes) and events; tpl::blocking_scope.
 //
 // Each worker owns a lock-free work-stealing deque (owner pushes and pops LIFO, thieves steal
 // FIFO) and a FIFO of the work it yielded; a global FIFO queue takes work queued from outside the
@@ -28,6 +29,10 @@
 //
 //   pool.set_event_listener([](const tpl::thread_pool_event& e) { log(to_string(e)); });
 //
+//   auto io = tpl::thread_pool::default_pool().stats().io;   // sockets, files and pipes
+//   std::printf("%llu completions, %.1f socket events per epoll wake-up\n",
+//               (unsigned long long)io.completions(), io.sockets.mean_batch());
+//
 // Destroying a pool (or calling shutdown()) runs everything already queued, including work queued by
 // that work, then stops the threads: no queued item is dropped. Work scheduled on a pool after
 // shutdown() has drained it runs inline on the scheduling thread (while the object still exists;
@@ -35,6 +40,8 @@
 // down from one of its own threads.
 #pragma once
 
+#include <array>
+#include <bit>
 #include <chrono>
 #include <coroutine>
 #include <cstddef>
@@ -123,9 +130,65 @@ enum class thread_pool_reason : std::uint8_t {
   idle_timeout,   ///< an idle worker exited
   unblocked,      ///< blocked workers resumed (the goal drops back)
   configuration,  ///< set_min_threads / set_max_threads
+  io,             ///< io_summary events: I/O was delivered to the pool (no decision)
 };
 
-enum class thread_pool_event_kind : std::uint8_t { thread_injected, thread_retired, goal_changed };
+/// Batch-size buckets of io_engine_stats::batch_sizes: bucket i counts the wake-ups that returned
+/// 2^i to 2^(i+1)-1 events (1, 2-3, 4-7, ... 512-1023), the last one 1024 events or more (epoll
+/// returns at most 1024 at a time).
+inline constexpr std::size_t io_batch_buckets = 11;
+
+/// The bucket of a wake-up that returned `events` events (at least 1).
+constexpr std::size_t io_batch_bucket(std::uint64_t events) noexcept {
+  const std::size_t b = events == 0 ? 0 : static_cast<std::size_t>(std::bit_width(events)) - 1;
+  return b < io_batch_buckets ? b : io_batch_buckets - 1;
+}
+
+/// The counters of one kind of I/O engine thread: the socket engines' epoll threads, or the
+/// io_uring completion thread (docs/io.md, "Statistics, events and tracing").
+struct io_engine_stats {
+  /// Operations the engine completed: a socket operation that had waited for readiness, resumed
+  /// after an event (an operation that completes at once never involves the engine); an io_uring
+  /// operation resumed after its completion.
+  std::uint64_t completions = 0;
+  /// Times the engine thread's wait (epoll_wait, io_uring_wait_cqe) returned with at least one
+  /// event (wake-ups of the socket engine's own eventfd alone are not counted).
+  std::uint64_t wakeups = 0;
+  /// Events those wake-ups returned, in total: socket readiness events, io_uring completion queue
+  /// entries (an operation's and its cancel's). events / wakeups is the mean batch.
+  std::uint64_t events = 0;
+  /// The most events one wake-up returned.
+  std::uint64_t largest_batch = 0;
+  /// Wake-ups by batch size, in io_batch_buckets power-of-two buckets (see io_batch_bucket).
+  std::array<std::uint64_t, io_batch_buckets> batch_sizes{};
+
+  double mean_batch() const noexcept { return wakeups == 0 ? 0.0 : static_cast<double>(events) / static_cast<double>(wakeups); }
+};
+
+/// The I/O delivered to a pool. The engine threads serve the default pool (they queue every
+/// continuation there), so their wake-ups and batches, and the completions they make on their
+/// own threads, appear in default_pool().stats(); a completion made on a pool's worker (a socket
+/// event handled by the pool's batch item, a file or pipe system call run by the pool engine)
+/// appears in the stats of that worker's pool.
+struct thread_pool_io_stats {
+  io_engine_stats sockets;  ///< tpl::net's epoll engines
+  io_engine_stats uring;    ///< tpl::io's io_uring engines (TPL_IO_ENGINE=io_uring)
+  /// File and pipe system calls that tpl::io's pool engine ran (no engine thread: no wake-ups).
+  std::uint64_t pool_engine_completions = 0;
+
+  std::uint64_t completions() const noexcept {
+    return sockets.completions + uring.completions + pool_engine_completions;
+  }
+};
+
+enum class thread_pool_event_kind : std::uint8_t {
+  thread_injected,
+  thread_retired,
+  goal_changed,
+  /// The I/O delivered since the previous io_summary (in `io`), at most one a second while it
+  /// changes; reason `io`. Sent only while a listener or the trace is on.
+  io_summary,
+};
 
 struct thread_pool_event {
   thread_pool_event_kind kind;
@@ -135,6 +198,9 @@ struct thread_pool_event {
   unsigned goal;              ///< after the decision
   unsigned previous_goal;     ///< goal_changed: the goal before
   unsigned blocked_threads;
+  /// io_summary: each counter's change since the previous io_summary of this pool (the first one:
+  /// since the pool started), except largest_batch, the largest so far. Zero in other events.
+  thread_pool_io_stats io{};
 };
 
 const char* to_string(thread_pool_reason r) noexcept;
@@ -178,6 +244,9 @@ struct thread_pool_stats {
   double hill_climbing_control_setting = 0;  ///< the goal hill climbing aims at (before the wave)
   unsigned hill_climbing_sample_ms = 0;      ///< current sampling interval
   unsigned extra_global_queues = 0;
+  /// I/O completions, engine wake-ups and batch sizes (see thread_pool_io_stats for which pool
+  /// reports what).
+  thread_pool_io_stats io;
 };
 
 class thread_pool final : public scheduler {
@@ -219,9 +288,11 @@ class thread_pool final : public scheduler {
   unsigned max_threads() const noexcept;
 
   /// Receives every decision (thread injected, retired, goal changed) with its reason, on the
-  /// thread that made it; must be thread-safe and must not block. An empty function removes it.
+  /// thread that made it, and the io_summary events (on an engine thread or a worker that
+  /// completed I/O); must be thread-safe and must not block. An empty function removes it.
   void set_event_listener(std::function<void(const thread_pool_event&)> listener);
-  /// Prints every event to stderr, one line each (what TPL_THREADPOOL_TRACE=1 turns on).
+  /// Prints every event to stderr, one line each (what TPL_THREADPOOL_TRACE=1 turns on); I/O
+  /// shows as one io_summary line a second at most.
   void set_trace(bool on);
 
   /// If h is the item most recently queued on the calling worker's own deque, or the coroutine in

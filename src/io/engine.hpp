@@ -160,7 +160,8 @@ struct engine_choice {
 /// `value` is TPL_IO_ENGINE (nullptr: unset); `init` stands in for io_uring_queue_init in tests.
 engine_choice choose_engine(const char* value, ring_init_fn init = nullptr);
 
-/// Parses TPL_IO_ENGINE's value (strictly: "epoll" or "io_uring"); throws std::invalid_argument.
+/// Parses TPL_IO_ENGINE's value as strictly as the other variables (src/env_parse.hpp): "epoll" or
+/// "io_uring", else std::invalid_argument naming the variable and both words.
 io_engine parse_io_engine(const char* value);
 
 /// Throws the io_error subclass matching `error` (an errno value), with "what: path".

@@ -10,12 +10,12 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstdlib>
-#include <cstring>
 #include <stdexcept>
 #include <string>
 #include <system_error>
 
 #include "engine.hpp"
+#include "../env_parse.hpp"
 
 namespace tpl::io {
 
@@ -67,10 +67,8 @@ void throw_io_error(int error, const std::string& what) {
 }
 
 io_engine parse_io_engine(const char* value) {
-  if (std::strcmp(value, "epoll") == 0) return io_engine::pool;
-  if (std::strcmp(value, "io_uring") == 0) return io_engine::io_uring;
-  throw std::invalid_argument(std::string("tpl: environment variable TPL_IO_ENGINE=\"") + value +
-                              "\" is invalid: expected epoll or io_uring");
+  return tpl::detail::parse_environment_word("TPL_IO_ENGINE", value, {"epoll", "io_uring"}) == 0 ? io_engine::pool
+                                                                                                 : io_engine::io_uring;
 }
 
 namespace {

@@ -16,6 +16,8 @@
 //     that much room to the one writer); write-all loops in operation.cpp.
 //   - A wake-up may be stale (a cancel that came after its operation ended): the loop drains the
 //     eventfd and looks at `closed` and the token again, so a stale one costs one extra poll().
+//   - Every system call that ran is counted as a completion (thread_pool_stats::io
+//     .pool_engine_completions) on the worker that ran it, before the coroutine goes on.
 #include <poll.h>
 #include <unistd.h>
 
@@ -26,6 +28,7 @@
 #include <cstdint>
 
 #include "engine.hpp"
+#include "../thread_pool/io_counters.hpp"
 #include "tpl/thread_pool.hpp"
 
 namespace tpl::io::detail {
@@ -132,6 +135,7 @@ class pool_engine_impl final : public engine {
     try {
       const blocking_scope blocking("tpl::io operation");
       op.result = op.handle->kind == handle_kind::file ? run_file_call(op) : run_stream_call(op);
+      tpl::detail::count_io_completion(tpl::detail::io_kind::pool_engine);
     } catch (...) {
       // Only blocking_scope's constructor or the token registration can throw (a scheduler that
       // refuses blocking, or no memory for the registration): report it as the call failing.

@@ -37,6 +37,12 @@
 // has left complete(): a resumed coroutine still calls complete() and may still run its token
 // callback, both on this engine. Shutdown therefore drains and never hangs.
 //
+// Counters (thread_pool_stats::io.uring): the completion thread owns an io_engine_counters block
+// (src/thread_pool/io_counters.hpp) and is its only writer. A wake-up is io_uring_wait_cqe
+// returning with CQEs; its batch is the CQEs ready then (all reaped in that round, none of a later
+// one). Each resumption counts a completion before the coroutine is queued, so whoever awaits the
+// operation sees it counted; the wake-up is counted before the first of its resumptions.
+//
 // Submission failures: SQEs are queued into the shared ring before io_uring_submit; if that call
 // fails (EBUSY/EAGAIN while the completion queue is full), the SQEs stay in the ring and the
 // completion thread submits them after it has reaped, so none is lost.
@@ -54,6 +60,7 @@
 #include <mutex>
 #include <thread>
 
+#include "../thread_pool/io_counters.hpp"
 #include "tpl/thread_pool.hpp"
 #endif
 
@@ -249,6 +256,7 @@ class uring_engine final : public engine {
     // Release: pairs with the acquire in the exit check below (same thread) and keeps the count
     // exact for shutdown; the op's memory is not touched after this point.
     in_flight_.fetch_sub(1, std::memory_order_release);
+    io_.record_completion();  // on the completion thread, the block's only writer
     thread_pool::default_pool().schedule(continuation);
   }
 
@@ -274,6 +282,7 @@ class uring_engine final : public engine {
   }
 
   void reap() noexcept {
+    io_.bind_to_current_thread();
     for (;;) {
       io_uring_cqe* cqe = nullptr;
       const int r = io_uring_wait_cqe(&ring_, &cqe);
@@ -281,13 +290,19 @@ class uring_engine final : public engine {
         std::fprintf(stderr, "tpl::io: io_uring_wait_cqe failed: %s\n", std::strerror(-r));
         std::abort();
       }
+      // This round's batch: the CQEs ready now; later ones wait for the next round (the wait
+      // returns at once for them).
+      const unsigned batch = io_uring_cq_ready(&ring_);
+      if (batch != 0) io_.record_wakeup(batch);
       unsigned head = 0;
       unsigned seen = 0;
       io_uring_for_each_cqe(&ring_, head, cqe) {
+        if (seen == batch) break;
         on_cqe(*cqe);
         ++seen;
       }
       io_uring_cq_advance(&ring_, seen);
+      if (batch != 0) tpl::detail::io_summary_tick();
       {
         const std::lock_guard lock(ring_mutex_);
         if (io_uring_sq_ready(&ring_) > 0) io_uring_submit(&ring_);  // left by a failed submit
@@ -310,6 +325,9 @@ class uring_engine final : public engine {
   std::mutex alive_mutex_;
   std::condition_variable alive_cv_;
   std::uint64_t alive_ = 0;
+  // The completion thread's wake-ups, batch sizes and completions; destroyed after the thread is
+  // joined (a member, destroyed after the destructor's body), so its totals are complete.
+  tpl::detail::io_engine_counters io_{tpl::detail::io_kind::uring};
 };
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <cerrno>
 
 #include "tpl/detail/trampoline.hpp"
+#include "../thread_pool/io_counters.hpp"
 
 namespace tpl::net::detail {
 
@@ -146,6 +147,8 @@ void socket_context::drive(op_queue& q) noexcept {
                                                       : kAborted;
     break;
   }
+  // Counted before the continuation runs: whoever awaits the operation sees it counted.
+  tpl::detail::count_io_completion(tpl::detail::io_kind::socket);
   tpl::detail::resume_inline(op->continuation);
 }
 

@@ -36,6 +36,13 @@
 // stalls every socket of that engine, and one that waits for another socket of the same engine
 // deadlocks it. docs/io.md says the same.
 //
+// Counters (docs/io.md, "Statistics, events and tracing"): each engine thread owns an
+// io_engine_counters block (src/thread_pool/io_counters.hpp) and is its only writer. It records a
+// wake-up and its batch size before it hands the batch on (inside queue_lock, or before the
+// inline handling), so whoever sees a completion of that batch also sees the wake-up counted.
+// Completions are counted by socket_context::drive on the thread that handles the event. After
+// each wake-up the engine lets the default pool send its io_summary event, if one is due.
+//
 // Lifetime: engine_detach removes the descriptor from epoll (so no later epoll_wait reports it)
 // and puts the target on the retired list; the engine thread releases retired targets only after
 // it has queued (with their own references) every event of the batch it was processing, so an
@@ -51,8 +58,6 @@
 #include <chrono>
 #include <coroutine>
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
 #include <cstddef>
 #include <memory>
 #include <mutex>
@@ -62,6 +67,7 @@
 #include <vector>
 
 #include "tpl/detail/detached.hpp"
+#include "../thread_pool/io_counters.hpp"
 #include "accept.hpp"
 #include "tpl/net/socket_error.hpp"
 #include "tpl/net/socket_stats.hpp"
@@ -80,21 +86,14 @@ constexpr std::size_t kRunnersReserved = 64;
 /// through an endless stream of events (.NET's EventQueueProcessingTimeSliceMs is 15 as well).
 constexpr auto kBatchTimeSliceMs = std::chrono::milliseconds(15);
 
+/// socket_stats()'s figures that are not the engine threads' own (those are in each engine's
+/// io_engine_counters block).
 struct counters_t {
-  std::atomic<std::uint64_t> wakeups{0}, events{0}, batch_items{0}, largest_batch{0};
+  std::atomic<std::uint64_t> batch_items{0};
   std::atomic<unsigned> engine_count{0};
   std::atomic<bool> inline_completions{false};
 };
 counters_t g_counters;
-
-/// TPL_THREADPOOL_TRACE=1: the engine thread prints the socket counters at most this often, and
-/// only when they changed.
-constexpr auto kTracePeriodMs = std::chrono::milliseconds(1000);
-
-bool trace_enabled() noexcept {
-  const char* t = std::getenv("TPL_THREADPOOL_TRACE");
-  return t != nullptr && std::strcmp(t, "1") == 0;
-}
 
 struct ready_event {
   readiness_target* target;
@@ -206,7 +205,6 @@ class socket_engine {
     for (;;) {
       ev.target->on_readiness(ev.bits);
       ev.target->release();
-      g_counters.events.fetch_add(1, std::memory_order_relaxed);  // relaxed: a statistic
       if (std::chrono::steady_clock::now() - start >= kBatchTimeSliceMs) break;
       if (!pop(ev)) return;
     }
@@ -265,21 +263,19 @@ class socket_engine {
   void run() noexcept {
     std::unique_ptr<epoll_event[]> events(new epoll_event[kEventBufferCount]);
     std::vector<readiness_target*> retired;
-    const bool trace = trace_enabled();
-    auto last_trace = std::chrono::steady_clock::now();
-    std::uint64_t last_traced_events = 0;
+    io_.bind_to_current_thread();  // completions handled inline are counted in io_
     for (;;) {
       const int n = ::epoll_wait(epoll_fd_, events.get(), kEventBufferCount, -1);
       if (n < 0) continue;  // EINTR; nothing else can fail on a valid epoll descriptor
       std::size_t socket_events = 0;
       if (inline_) {
+        for (int i = 0; i < n; ++i)
+          if (events[i].data.ptr != nullptr) ++socket_events;
+        if (socket_events != 0) io_.record_wakeup(socket_events);
         for (int i = 0; i < n; ++i) {
           auto* t = static_cast<readiness_target*>(events[i].data.ptr);
-          if (t == nullptr) continue;
-          t->on_readiness(translate(events[i].events));
-          ++socket_events;
+          if (t != nullptr) t->on_readiness(translate(events[i].events));
         }
-        g_counters.events.fetch_add(socket_events, std::memory_order_relaxed);  // relaxed: statistic
       } else {
         {
           std::lock_guard g(queue_lock_);
@@ -297,17 +293,12 @@ class socket_engine {
             }
             ++socket_events;
           }
+          // Counted before the unlock: a helper already running may take these events at once.
+          if (socket_events != 0) io_.record_wakeup(socket_events);
         }
         if (socket_events != 0) request_processing();
       }
-      if (socket_events != 0) {
-        // relaxed: statistics for display.
-        g_counters.wakeups.fetch_add(1, std::memory_order_relaxed);
-        std::uint64_t largest = g_counters.largest_batch.load(std::memory_order_relaxed);
-        while (socket_events > largest &&
-               !g_counters.largest_batch.compare_exchange_weak(largest, socket_events, std::memory_order_relaxed)) {
-        }
-      }
+      if (socket_events != 0) tpl::detail::io_summary_tick();
       if (socket_events != static_cast<std::size_t>(n)) {
         std::uint64_t drained;
         [[maybe_unused]] ssize_t r = ::read(wake_fd_, &drained, sizeof drained);
@@ -318,25 +309,13 @@ class socket_engine {
       }
       for (readiness_target* t : retired) t->release();
       retired.clear();
-      if (trace) maybe_trace(last_trace, last_traced_events);
-    }
-  }
-
-  static void maybe_trace(std::chrono::steady_clock::time_point& last, std::uint64_t& last_events) noexcept {
-    const auto now = std::chrono::steady_clock::now();
-    if (now - last < kTracePeriodMs) return;
-    const net::socket_engine_stats s = net::socket_stats();
-    if (s.events == last_events) return;
-    last = now;
-    last_events = s.events;
-    try {
-      std::fprintf(stderr, "%s\n", net::to_string(s).c_str());
-    } catch (...) {
-      // Out of memory for the line: the trace skips it.
     }
   }
 
   const bool inline_;
+  // This engine thread's wake-ups, batch sizes and inline completions (the thread is the only
+  // writer); registered for thread_pool_stats::io and socket_stats() while the engine lives.
+  tpl::detail::io_engine_counters io_{tpl::detail::io_kind::socket};
   int epoll_fd_ = -1;
   int wake_fd_ = -1;
   std::thread thread_;
@@ -391,13 +370,14 @@ namespace tpl::net {
 socket_engine_stats socket_stats() noexcept {
   using detail::g_counters;
   socket_engine_stats s;
+  const io_engine_stats io = tpl::detail::engine_io_totals(tpl::detail::io_kind::socket);
+  s.engine_wakeups = io.wakeups;
+  s.events = io.events;
+  s.largest_batch = io.largest_batch;
   // relaxed: a snapshot for display, not a consistent cut.
   s.engine_count = g_counters.engine_count.load(std::memory_order_relaxed);
   s.inline_completions = g_counters.inline_completions.load(std::memory_order_relaxed);
-  s.engine_wakeups = g_counters.wakeups.load(std::memory_order_relaxed);
-  s.events = g_counters.events.load(std::memory_order_relaxed);
   s.batch_items = g_counters.batch_items.load(std::memory_order_relaxed);
-  s.largest_batch = g_counters.largest_batch.load(std::memory_order_relaxed);
   s.accept_backoffs = detail::g_accept_backoffs.load(std::memory_order_relaxed);
   return s;
 }

@@ -2,7 +2,6 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <stdexcept>
 #include <string>
 
@@ -29,14 +28,10 @@ thread_pool_options thread_pool_options::from_environment(thread_pool_options o)
     o.hill_climbing = detail::parse_environment_bool("TPL_THREADPOOL_HILL_CLIMBING", v);
   if (const char* v = std::getenv("TPL_THREADPOOL_COOPERATIVE_BLOCKING"))
     o.cooperative_blocking = detail::parse_environment_bool("TPL_THREADPOOL_COOPERATIVE_BLOCKING", v);
-  if (const char* v = std::getenv("TPL_THREADPOOL_INJECTION")) {
-    if (std::strcmp(v, "adaptive") == 0)
-      o.injection = injection_policy::adaptive;
-    else if (std::strcmp(v, "eager") == 0)
-      o.injection = injection_policy::eager;
-    else
-      detail::bad_environment_value("TPL_THREADPOOL_INJECTION", v, "adaptive or eager");
-  }
+  if (const char* v = std::getenv("TPL_THREADPOOL_INJECTION"))
+    o.injection = detail::parse_environment_word("TPL_THREADPOOL_INJECTION", v, {"adaptive", "eager"}) == 0
+                      ? injection_policy::adaptive
+                      : injection_policy::eager;
   if (const char* v = std::getenv("TPL_THREADPOOL_IDLE_TIMEOUT_MS"))
     o.idle_timeout = std::chrono::milliseconds(detail::parse_environment_unsigned(
         "TPL_THREADPOOL_IDLE_TIMEOUT_MS", v, 1, 24ull * 3600 * 1000, "milliseconds in 1..86400000"));
@@ -61,6 +56,7 @@ const char* to_string(thread_pool_reason r) noexcept {
     case thread_pool_reason::idle_timeout: return "idle_timeout";
     case thread_pool_reason::unblocked: return "unblocked";
     case thread_pool_reason::configuration: return "configuration";
+    case thread_pool_reason::io: return "io";
   }
   return "?";
 }
@@ -70,6 +66,7 @@ const char* to_string(thread_pool_event_kind k) noexcept {
     case thread_pool_event_kind::thread_injected: return "thread_injected";
     case thread_pool_event_kind::thread_retired: return "thread_retired";
     case thread_pool_event_kind::goal_changed: return "goal_changed";
+    case thread_pool_event_kind::io_summary: return "io_summary";
   }
   return "?";
 }
@@ -88,9 +85,51 @@ const char* to_string(hill_climbing_state s) noexcept {
   return "?";
 }
 
+namespace {
+
+// " name=[completions=.. wakeups=.. events=.. largest_batch=.. batches=1:..,2-3:..]", the batch
+// buckets that are not empty.
+void append_engine(std::string& out, const char* name, const io_engine_stats& s) {
+  char buf[160];
+  std::snprintf(buf, sizeof buf, " %s=[completions=%llu wakeups=%llu events=%llu largest_batch=%llu batches=", name,
+                static_cast<unsigned long long>(s.completions), static_cast<unsigned long long>(s.wakeups),
+                static_cast<unsigned long long>(s.events), static_cast<unsigned long long>(s.largest_batch));
+  out += buf;
+  bool first = true;
+  for (std::size_t i = 0; i < io_batch_buckets; ++i) {
+    if (s.batch_sizes[i] == 0) continue;
+    const unsigned long long lo = 1ull << i, hi = (1ull << (i + 1)) - 1;
+    if (i + 1 == io_batch_buckets)
+      std::snprintf(buf, sizeof buf, "%s%llu+:%llu", first ? "" : ",", lo, static_cast<unsigned long long>(s.batch_sizes[i]));
+    else if (lo == hi)
+      std::snprintf(buf, sizeof buf, "%s%llu:%llu", first ? "" : ",", lo, static_cast<unsigned long long>(s.batch_sizes[i]));
+    else
+      std::snprintf(buf, sizeof buf, "%s%llu-%llu:%llu", first ? "" : ",", lo, hi,
+                    static_cast<unsigned long long>(s.batch_sizes[i]));
+    out += buf;
+    first = false;
+  }
+  if (first) out += '-';
+  out += ']';
+}
+
+}  // namespace
+
 std::string to_string(const thread_pool_event& e) {
   const auto us = std::chrono::duration_cast<std::chrono::microseconds>(e.time.time_since_epoch()).count();
   char buf[256];
+  if (e.kind == thread_pool_event_kind::io_summary) {
+    std::snprintf(buf, sizeof buf, "tpl-pool t=%lld.%06lld io_summary threads=%u goal=%u blocked=%u completions=%llu",
+                  static_cast<long long>(us / 1000000), static_cast<long long>(us % 1000000), e.existing_threads, e.goal,
+                  e.blocked_threads, static_cast<unsigned long long>(e.io.completions()));
+    std::string line = buf;
+    append_engine(line, "sockets", e.io.sockets);
+    append_engine(line, "io_uring", e.io.uring);
+    std::snprintf(buf, sizeof buf, " pool_engine=[completions=%llu]",
+                  static_cast<unsigned long long>(e.io.pool_engine_completions));
+    line += buf;
+    return line;
+  }
   std::snprintf(buf, sizeof buf, "tpl-pool t=%lld.%06lld %s reason=%s threads=%u goal=%u%s%s blocked=%u",
                 static_cast<long long>(us / 1000000), static_cast<long long>(us % 1000000), to_string(e.kind),
                 to_string(e.reason), e.existing_threads, e.goal,

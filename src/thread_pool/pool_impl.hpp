@@ -8,7 +8,8 @@
 //   thread_lifecycle.cpp  creating, retiring and stopping threads; thread counts and limits
 //   gate.cpp              the gate thread: starvation, blocking injection, hill climbing;
 //                         blocking_scope
-//   pool_stats.cpp        statistics and decision events
+//   pool_stats.cpp        statistics and decision events, the io_summary event
+//   io_counters.cpp       the I/O counters of engine threads and workers (io_counters.hpp)
 //
 // Invariants every file keeps (docs/internals.md states them at length):
 //   - `spinning` counts the thread requests in flight: spinning workers, kWoken signals not yet
@@ -29,6 +30,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -42,6 +44,7 @@
 #include <vector>
 
 #include "global_queue.hpp"
+#include "io_counters.hpp"
 #include "tpl/detail/pool_policy.hpp"
 #include "tpl/thread_pool.hpp"
 #include "work_stealing_deque.hpp"
@@ -69,6 +72,9 @@ inline constexpr std::chrono::milliseconds kParkAlarmPeriodMs{100};
 // work go first (tokio's MAX_LIFO_POLLS_PER_TICK plays this role).
 inline constexpr std::chrono::microseconds kNextSlotGrace{5};
 inline constexpr unsigned kNextSlotBudget = 32;
+
+// At most one io_summary event per pool this often (the trace prints each one).
+inline constexpr std::chrono::milliseconds kIoSummaryPeriod{1000};
 
 inline constexpr std::chrono::milliseconds kStarvationPeriod{500};
 inline constexpr std::chrono::milliseconds kEagerStarvationPeriod{10};
@@ -99,6 +105,9 @@ struct thread_pool::impl {
     std::atomic<std::uint32_t> wake_signal{0};
     // Written only by the owner; relaxed atomics so stats() and the gate may read them.
     std::atomic<std::uint64_t> items_executed{0};
+    // I/O operations completed on this worker, by detail::io_kind (count_io_completion); written
+    // only by the owner, like items_executed.
+    std::array<std::atomic<std::uint64_t>, detail::kIoKinds> io_completions{};
     std::minstd_rand rng;
     // The coroutine the running item woke last (a channel reader or writer it unblocked): the
     // owner runs it next, before its deque, so a message's receiver runs on the core whose cache
@@ -124,6 +133,10 @@ struct thread_pool::impl {
     worker* self;
   };
   static inline thread_local thread_context t_context{nullptr, nullptr};
+
+  // The default pool's implementation, once default_pool() has built it (never destroyed): its
+  // stats() and io_summary events also report the I/O engine threads, which serve it.
+  static inline std::atomic<impl*> default_impl{nullptr};
 
   enum class park_result { woken, found_work, retired, stopping };
   static constexpr std::uint32_t kWoken = 1, kStop = 2;
@@ -317,7 +330,18 @@ struct thread_pool::impl {
 
   void emit(thread_pool_event_kind kind, thread_pool_reason why, detail::thread_counts c, unsigned previous_goal = 0);
 
+  // Hands e to the trace and the listener.
+  void publish(const thread_pool_event& e) noexcept;
+
   thread_pool_stats stats() const;
+
+  // The I/O part of stats(): the workers' completions, and for the default pool the engines'.
+  thread_pool_io_stats io_stats() const noexcept;
+
+  // Sends an io_summary event if someone listens, the I/O counters moved, and the previous one is
+  // at least kIoSummaryPeriod old. Called after I/O is counted (count_io_completion, an engine's
+  // wake-up), on that thread.
+  void maybe_emit_io_summary() noexcept;
 
   thread_pool* owner;
   thread_pool_options options;
@@ -371,6 +395,11 @@ struct thread_pool::impl {
   std::atomic<bool> has_listener{false};
   std::mutex listener_lock;
   std::shared_ptr<const std::function<void(const thread_pool_event&)>> listener;
+  // io_summary: the earliest time (steady_clock, ns) of the next one; the totals the previous one
+  // reported, under io_summary_lock.
+  std::atomic<std::int64_t> next_io_summary_ns{0};
+  std::mutex io_summary_lock;
+  thread_pool_io_stats io_reported{};
   std::mutex shutdown_lock;
   bool joined = false;
 };

@@ -241,7 +241,14 @@ thread_pool::~thread_pool() {
 
 thread_pool& thread_pool::default_pool() {
   // Never destroyed: work may still be running when static destructors run.
-  static thread_pool* pool = new thread_pool(thread_pool_options::from_environment());
+  static thread_pool* pool = [] {
+    auto* p = new thread_pool(thread_pool_options::from_environment());
+    // release: an engine thread that loads the pointer (acquire, io_summary_tick) sees the pool
+    // built: an STLR on ARMv8, which orders the constructor's stores before it; on x86 a plain
+    // store, which already does.
+    impl::default_impl.store(p->impl_.get(), std::memory_order_release);
+    return p;
+  }();
   return *pool;
 }
 

@@ -1,12 +1,14 @@
-// tpl/net/socket_stats.hpp — tpl::net::socket_stats(): counters of the socket engine, next to
-// thread_pool::stats() (docs/io.md).
+// tpl/net/socket_stats.hpp — tpl::net::socket_stats(): counters of the socket engine. Its
+// wake-ups, events and batch sizes are also in thread_pool::default_pool().stats().io.sockets,
+// with the completions and a batch-size histogram (docs/io.md, "Statistics, events and tracing").
 //
 //   auto s = tpl::net::socket_stats();
 //   std::printf("%llu events in %llu wake-ups, %llu batch items\n", s.events, s.engine_wakeups,
 //               s.batch_items);
 //
 // The counters are read with relaxed loads: a snapshot for display, not a consistent cut.
-// TPL_THREADPOOL_TRACE=1 also prints them once a second while sockets are busy (docs/io.md).
+// TPL_THREADPOOL_TRACE=1 prints the pool's io_summary line (sockets included) at most once a
+// second while I/O moves.
 #pragma once
 
 #include <cstdint>
@@ -18,7 +20,7 @@ struct socket_engine_stats {
   unsigned engine_count = 0;        ///< engines started (0 before the first socket)
   bool inline_completions = false;  ///< TPL_SOCKETS_INLINE_COMPLETIONS
   std::uint64_t engine_wakeups = 0; ///< epoll_wait returns with at least one socket event
-  std::uint64_t events = 0;         ///< socket readiness events handled (I/O completions driven)
+  std::uint64_t events = 0;         ///< socket readiness events epoll_wait returned (each handled once)
   std::uint64_t batch_items = 0;    ///< pool work items that handled events (first and helpers)
   std::uint64_t largest_batch = 0;  ///< most socket events one epoll_wait returned
   std::uint64_t accept_backoffs = 0;///< accepts that waited for lack of descriptors or memory
