@@ -265,6 +265,11 @@ class uring_engine final : public engine {
     if (data == kInternalUserData) return;
     if ((data & kCancelTag) != 0) {
       auto& op = *reinterpret_cast<io_op*>(data & ~kCancelTag);
+      // Acquire, as on the op's own CQE below: pairs with cancel()'s release CAS, so the op's
+      // construction happens-before this thread's first access to it. The fetch_or's acq_rel
+      // would order it as well in the C++ model, but ThreadSanitizer checks an RMW's access
+      // before applying its acquire, and would report the op's initialisation as a race.
+      (void)op.flags.load(std::memory_order_acquire);
       // acq_rel: see cancel(); OP_DONE set before means the op's CQE is already handled.
       if ((op.flags.fetch_or(kCancelDone, std::memory_order_acq_rel) & kOpDone) != 0) resume(op);
       return;
