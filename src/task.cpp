@@ -167,9 +167,8 @@ bool ran_inline(task_state_base& s) {
 bool run_deferred_inline(task_state_base& s) noexcept {
   void* frame = s.frame_address();
   if (frame == nullptr) return false;
-  // Taken back, the coroutine must run here and now: resume_inline's deep-stack fallback would
-  // queue it again, after reclaim_if_unshared made its completion skip the waiters. So at the
-  // depth limit it is left queued and the awaiter waits as usual.
+  // At the depth limit it stays queued and the awaiter waits as usual (resume_inline would
+  // queue it again anyway, to the next slot).
   trampoline_state& t = trampoline_tls();
   if (TPL_UNLIKELY(t.depth >= kMaxInlineResumeDepth)) return false;
   try {
@@ -177,7 +176,6 @@ bool run_deferred_inline(task_state_base& s) noexcept {
   } catch (...) {
     return false;  // putting back another item failed: the awaiter waits as usual
   }
-  s.reclaim_if_unshared();
   ++t.depth;
   std::coroutine_handle<>::from_address(frame).resume();
   --t.depth;

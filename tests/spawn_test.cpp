@@ -141,8 +141,8 @@ TEST(spawn, a_value_task_function_is_accepted) {
 }
 
 TEST(spawn, a_chain_of_takebacks_deeper_than_the_inline_resume_limit_completes_on_one_worker) {
-  // Past the trampoline's depth limit the awaiter leaves the child queued and waits for it; a
-  // child taken back must run there and then, or its completion would miss the waiter.
+  // Past the trampoline's depth limit the awaiter leaves the child queued and waits for it, and
+  // the waits unwind the stack before the rest of the chain runs.
   tpl::thread_pool pool(one_worker());
   EXPECT_EQ(tpl::run(pool, [] { return spawned_chain(200); }).get(), 200);
 }
@@ -170,7 +170,7 @@ TEST(spawn, a_child_taken_back_that_then_suspends_resumes_its_awaiter) {
 
 TEST(spawn, a_child_whose_handle_is_shared_completes_for_every_holder) {
   // Another coroutine holds a copy of the child's handle and already waits on it when the parent
-  // takes the child back, so the child is not unshared: its completion must fire that waiter.
+  // takes the child back and runs it: its completion must still fire that waiter.
   tpl::thread_pool pool(one_worker());
   tpl::task<int> other_waiter;
   tpl::task<int> parent = tpl::run(pool, [&]() -> tpl::task<int> {

@@ -8,11 +8,7 @@
 // The synchronous fast path: until the body's first real suspension, the task handle has not been
 // returned to the caller, so no other thread can hold it. A coroutine that completes without ever
 // suspending therefore publishes its completion with plain stores: no read-modify-write at all.
-// await_transform() wraps every awaiter of the body to record that a suspension happened; an
-// await_suspend that returns false (the awaiter ran or found the result after all, e.g. a spawned
-// child taken back and run inline) takes the record back. The same holds for a deferred
-// coroutine taken back from its queue by the holder of its only handle (reclaim_if_unshared):
-// that holder waits on the same stack, so again nobody else can reach the task.
+// await_transform() wraps every awaiter of the body to record that a suspension happened.
 #pragma once
 
 #include <coroutine>
@@ -53,24 +49,11 @@ struct marking_awaiter {
     // awaiter (with `inner`) is published first so that no store of ours or of inner's is
     // sunk past the hand-off (config.hpp).
     TPL_PUBLISH_AWAITER(this);
-    P& p = h.promise();
-    bool suspended_before = true;
-    if constexpr (requires { p.suspended_once(); }) suspended_before = p.suspended_once();
-    p.mark_suspended();
-    flow = &p.flow();
+    h.promise().mark_suspended();
+    flow = &h.promise().flow();
     flow->suspend();
     try {
-      if constexpr (std::is_same_v<decltype(inner.await_suspend(h)), bool> &&
-                    requires { p.unmark_suspended(); }) {
-        if (inner.await_suspend(h)) return true;
-        // It goes on without suspending: by the awaiter's contract h was not handed to anyone
-        // (or was taken back), so a coroutine that had never suspended still has not, and it
-        // may complete as unshared (finish_coroutine).
-        if (!suspended_before) p.unmark_suspended();
-        return false;
-      } else {
-        return inner.await_suspend(h);
-      }
+      return inner.await_suspend(h);
     } catch (...) {
       flow->resume();  // the coroutine goes on here, with the exception
       flow = nullptr;
@@ -179,7 +162,6 @@ class promise_base : public task_state<T> {
   }
 
   void mark_suspended() noexcept { this->suspended_once_ = true; }
-  void unmark_suspended() noexcept { this->suspended_once_ = false; }
   coroutine_flow& flow() noexcept { return flow_; }
   bool suspended_once() const noexcept { return this->suspended_once_; }
   bool continuations_forced_async() const noexcept { return this->run_continuations_asynchronously_; }

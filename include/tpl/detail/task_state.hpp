@@ -335,17 +335,6 @@ class task_state_base {
   }
   void make_immortal() noexcept { immortal_ = true; }
   void mark_started_deferred() noexcept { started_deferred_ = true; }
-  /// For a deferred coroutine just taken back from the queue by the thread about to run it: if
-  /// the caller's handle is the only one and nobody waits, no other thread can ever see this
-  /// task again before it completes, so the coroutine finishes as one that never suspended (plain
-  /// stores instead of the completion CAS and the running unit's decrement). A later suspension
-  /// marks it shared again.
-  void reclaim_if_unshared() noexcept {
-    // sole_owner's acquire pairs with the release of every other holder's decrement, so a waiter
-    // they registered and removed is seen as removed; with no other holder, nobody can register
-    // one concurrently, and our own registrations are in program order (relaxed suffices).
-    if (sole_owner() && head_.load(std::memory_order_relaxed) == kEmpty) suspended_once_ = false;
-  }
   bool started_deferred() const noexcept { return started_deferred_; }
 
  private:
