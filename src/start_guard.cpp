@@ -12,7 +12,6 @@
 #include <cstddef>
 
 #include "tpl/detail/start_guard.hpp"
-#include "tpl/detail/trampoline.hpp"
 #include "tpl/scheduler.hpp"
 #include "tpl/thread_pool.hpp"
 
@@ -55,7 +54,6 @@ bool should_defer_start_slow(std::uintptr_t stack_pointer) noexcept {
 }
 
 void defer_start(std::coroutine_handle<> h) {
-  if (queue_on_this_worker(h)) return;  // fork-join's case: the worker's own deque, directly
   scheduler* s = scheduler::current();
   if (s == nullptr || s == &inline_scheduler::instance())
     thread_pool::default_pool().schedule(h);

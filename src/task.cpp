@@ -165,21 +165,11 @@ bool ran_inline(task_state_base& s) {
 }  // namespace
 
 bool run_deferred_inline(task_state_base& s) noexcept {
-  void* frame = s.frame_address();
-  if (frame == nullptr) return false;
-  // At the depth limit it stays queued and the awaiter waits as usual (resume_inline would
-  // queue it again anyway, to the next slot).
-  trampoline_state& t = trampoline_tls();
-  if (TPL_UNLIKELY(t.depth >= kMaxInlineResumeDepth)) return false;
   try {
-    if (!take_back_queued(frame)) return false;
+    return ran_inline(s);
   } catch (...) {
     return false;  // putting back another item failed: the awaiter waits as usual
   }
-  ++t.depth;
-  std::coroutine_handle<>::from_address(frame).resume();
-  --t.depth;
-  return true;
 }
 
 namespace {

@@ -221,10 +221,6 @@ struct thread_pool::impl {
 
   void* find_work(worker& self);
 
-  // If item is self's next-slot item or the top of its deque (the calling worker is self), takes
-  // it back: afterwards no other thread can run it. Otherwise changes nothing.
-  bool take_back(worker& self, void* item);
-
   // Another worker's slot item, if it has sat there unchanged for kNextSlotGrace (its owner is
   // busy with a long item). Watches one slot at a time; the first call that finds an item there
   // starts the watch.

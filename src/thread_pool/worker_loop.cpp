@@ -264,29 +264,25 @@ void thread_pool::impl::drain_inline() {
 void thread_pool::schedule(std::coroutine_handle<> h) { impl_->push(h.address()); }
 void thread_pool::schedule_after_others(std::coroutine_handle<> h) { impl_->push_global(h.address()); }
 
-// If item is the calling worker's next-slot item or the top of its deque, takes it back
-// (nobody else can run it afterwards) and returns true; otherwise leaves everything as it was.
-bool thread_pool::impl::take_back(worker& self, void* item) {
-  if (self.next.load(std::memory_order_relaxed) == item) {
-    // acquire: a thief may have taken it meanwhile; the exchange decides.
-    void* taken = self.next.exchange(nullptr, std::memory_order_acquire);
-    if (taken == item) return true;
-    if (taken != nullptr) self.local.push(taken);  // cannot happen (only we fill it); keep it anyway
-    return false;
-  }
-  void* top = self.local.pop();
-  if (top == nullptr) return false;
-  if (top != item) {
-    self.local.push(top);  // not ours: put it back where it was (the owner's end)
-    return false;
-  }
-  return true;
-}
-
 bool thread_pool::try_run_inline(std::coroutine_handle<> h) {
   impl::thread_context& ctx = impl::t_context;
   if (ctx.pool != impl_.get() || !h) return false;
-  if (!ctx.pool->take_back(*ctx.self, h.address())) return false;
+  if (ctx.self->next.load(std::memory_order_relaxed) == h.address()) {
+    // acquire: a thief may have taken it meanwhile; the exchange decides.
+    void* item = ctx.self->next.exchange(nullptr, std::memory_order_acquire);
+    if (item == h.address()) {
+      detail::resume_inline(h);
+      return true;
+    }
+    if (item != nullptr) ctx.self->local.push(item);  // cannot happen (only we fill it); keep it anyway
+    return false;
+  }
+  void* top = ctx.self->local.pop();
+  if (top == nullptr) return false;
+  if (top != h.address()) {
+    ctx.self->local.push(top);  // not ours: put it back where it was (the owner's end)
+    return false;
+  }
   detail::resume_inline(h);
   return true;
 }
@@ -309,19 +305,6 @@ void dispatch_wakeup(std::coroutine_handle<> h) {
     return;
   }
   dispatch(h);
-}
-
-bool take_back_queued(void* frame) {
-  thread_pool::impl::thread_context& ctx = thread_pool::impl::t_context;
-  return ctx.pool != nullptr && ctx.pool->take_back(*ctx.self, frame);
-}
-
-bool queue_on_this_worker(std::coroutine_handle<> h) {
-  thread_pool::impl::thread_context& ctx = thread_pool::impl::t_context;
-  if (ctx.pool == nullptr || current_scheduler_tls() != ctx.pool->owner) return false;
-  ctx.self->local.push(h.address());
-  ctx.pool->after_push();
-  return true;
 }
 
 void before_blocking_wait() noexcept {

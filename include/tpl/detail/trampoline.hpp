@@ -44,15 +44,6 @@ void dispatch(std::coroutine_handle<> h);
 /// thread_pool's worker::next).
 void dispatch_wakeup(std::coroutine_handle<> h);
 
-/// On a thread pool worker: if frame is the item it queued last (the top of its deque, or its
-/// next slot), takes it back so that no other thread can run it, and returns true. May throw
-/// std::bad_alloc only when putting back another item needs a bigger deque.
-bool take_back_queued(void* frame);
-
-/// On a thread pool worker whose pool is the current scheduler: queues h on the worker's own deque
-/// (where idle workers steal from) and returns true. Otherwise returns false and queues nothing.
-bool queue_on_this_worker(std::coroutine_handle<> h);
-
 /// Call before a wait of tpl's that holds no blocking_scope (which does the same): on a thread
 /// pool worker, the coroutine in its next slot moves where any worker can take it, and an idle
 /// worker is woken for it. Without this, the coroutine would wait for this thread's wait to end,
