@@ -6,6 +6,11 @@
 // runs between two coroutine starts (user code, the awaits' bookkeeping, up to
 // kMaxInlineResumeDepth nested resumptions when a chain completes) in the largest frames tpl is
 // built with (-O0 with AddressSanitizer).
+//
+// Under ThreadSanitizer the guard also keeps the recursion within the top kTsanStackBudgetBytes of
+// the stack: TSan records the whole call stack with every allocation, so an allocation's cost
+// grows with the depth it is made at, and a recursion that used the whole stack would make each
+// coroutine frame's allocation walk tens of thousands of frames.
 #include <pthread.h>
 
 #include <algorithm>
@@ -21,6 +26,9 @@ namespace {
 
 constexpr std::size_t kMinStackReserveBytes = 32 * 1024;
 constexpr std::size_t kMaxStackReserveBytes = 1024 * 1024;
+#if defined(TPL_TSAN)
+constexpr std::size_t kTsanStackBudgetBytes = 512 * 1024;
+#endif
 
 // 0 when the stack cannot be measured (the guard then never defers for depth).
 std::uintptr_t measure_stack_threshold() noexcept {
@@ -33,7 +41,12 @@ std::uintptr_t measure_stack_threshold() noexcept {
   if (rc != 0 || low == nullptr || size == 0) return 0;
   const std::size_t reserve = std::clamp(size / 4, kMinStackReserveBytes, kMaxStackReserveBytes);
   if (reserve >= size) return 0;
-  return reinterpret_cast<std::uintptr_t>(low) + reserve;
+  const std::uintptr_t threshold = reinterpret_cast<std::uintptr_t>(low) + reserve;
+#if defined(TPL_TSAN)
+  if (size - reserve > kTsanStackBudgetBytes)
+    return reinterpret_cast<std::uintptr_t>(low) + (size - kTsanStackBudgetBytes);
+#endif
+  return threshold;
 }
 
 }  // namespace
