@@ -82,7 +82,7 @@ _BYTES = {"B": 1, "KB": 1024, "MB": 1024 ** 2, "GB": 1024 ** 3}
 
 
 # --------------------------------------------------------------------------- #
-# formatting (the same as bench/run.py's tables)
+# formatting (bench/run.py's tables use these too)
 # --------------------------------------------------------------------------- #
 def _num(x: float) -> str:
     if abs(x) >= 100:

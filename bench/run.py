@@ -62,34 +62,9 @@ _UNIT_TO_NS = {"ns": 1.0, "us": 1e3, "ms": 1e6, "s": 1e9}
 # --------------------------------------------------------------------------- #
 # formatting
 # --------------------------------------------------------------------------- #
-def fmt_time_ns(ns: float | None) -> str:
-    if ns is None:
-        return "-"
-    for unit, scale in (("s", 1e9), ("ms", 1e6), ("us", 1e3)):
-        if abs(ns) >= scale:
-            return _fmt_num(ns / scale) + " " + unit
-    return _fmt_num(ns) + " ns"
-
-
-def _fmt_num(x: float) -> str:
-    if abs(x) >= 100:
-        return f"{x:.1f}"
-    if abs(x) >= 10:
-        return f"{x:.2f}"
-    return f"{x:.3f}"
-
-
-def fmt_bytes(n: float | None) -> str:
-    if n is None:
-        return "-"
-    n = float(n)
-    if abs(n) < 1024:
-        return f"{n:.0f} B"
-    for unit in ("KB", "MB", "GB"):
-        n /= 1024.0
-        if abs(n) < 1024 or unit == "GB":
-            return f"{n:.1f} {unit}"
-    return "-"  # unreachable
+# Times and sizes print as in README.md's figures: one formatter for both.
+fmt_time_ns = readme_figures.fmt_ns
+fmt_bytes = readme_figures.fmt_bytes
 
 
 def fmt_ratio(value: float | None, base: float | None) -> str:

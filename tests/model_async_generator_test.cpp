@@ -21,8 +21,9 @@
 
 #include <cstdint>
 #include <string>
-#include <unordered_set>
 #include <vector>
+
+#include "model_check.hpp"
 
 namespace {
 
@@ -54,18 +55,9 @@ struct state {
   }
 };
 
-struct checker {
+struct checker : model_check::recursion<std::uint64_t> {
   variant v;
   int items;
-  std::unordered_set<std::uint64_t> seen;
-  std::vector<std::string> trace;
-  std::string failure;
-  std::size_t states = 0;
-
-  bool fail(const std::string& why) {
-    failure = why;
-    return false;
-  }
 
   bool step(const state& n, const std::string& what) {
     trace.push_back(what);
@@ -78,8 +70,7 @@ struct checker {
   static void publish(state& n) { n.item = n.p_step++; }
 
   bool explore(const state& s) {
-    if (!seen.insert(s.key()).second) return true;
-    ++states;
+    if (!first_visit(s.key())) return true;
     bool any = false;
 
     // ---- consumer ----
@@ -186,7 +177,7 @@ struct checker {
 };
 
 checker run(variant v, int items) {
-  checker ch{v, items, {}, {}, {}, 0};
+  checker ch{{}, v, items};
   ch.explore(state{});
   return ch;
 }

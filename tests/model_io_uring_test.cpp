@@ -40,8 +40,9 @@
 #include <cstdio>
 #include <deque>
 #include <string>
-#include <unordered_set>
 #include <vector>
+
+#include "model_check.hpp"
 
 namespace {
 
@@ -90,18 +91,9 @@ struct state {
   }
 };
 
-struct checker {
+struct checker : model_check::recursion<std::string> {
   variant v;
   scenario sc;
-  std::unordered_set<std::string> seen;
-  std::vector<std::string> trace;
-  std::string failure;
-  std::size_t states = 0;
-
-  bool fail(const std::string& why) {
-    failure = why;
-    return false;
-  }
 
   bool registration_active(const state& s) const { return s.starter == s_submit || s.starter == s_suspended || s.starter == s_resumed; }
 
@@ -115,8 +107,7 @@ struct checker {
   }
 
   bool explore(const state& s) {
-    if (!seen.insert(s.key()).second) return true;
-    ++states;
+    if (!first_visit(s.key())) return true;
     std::vector<std::pair<state, std::string>> next;
     const bool lock_free = s.lock_held_by_canceler == 0;
 
@@ -309,7 +300,7 @@ const scenario kScenarios[] = {
 bool run(variant v, std::string* out_trace, std::size_t* out_states) {
   std::size_t total = 0;
   for (const scenario& sc : kScenarios) {
-    checker c{v, sc, {}, {}, {}, 0};
+    checker c{{}, v, sc};
     const bool ok = c.explore(state{});
     total += c.states;
     if (!ok) {

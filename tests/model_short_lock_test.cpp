@@ -20,8 +20,9 @@
 #include <cstdint>
 #include <cstdio>
 #include <string>
-#include <unordered_set>
 #include <vector>
+
+#include "model_check.hpp"
 
 namespace {
 
@@ -53,23 +54,13 @@ struct state {
   }
 };
 
-struct checker {
+struct checker : model_check::recursion<std::uint64_t> {
   variant v;
   int threads;
-  std::unordered_set<std::uint64_t> seen;
-  std::vector<std::string> trace;
-  std::string failure;
-  std::size_t states = 0;
-
-  bool fail(const std::string& why) {
-    failure = why;
-    return false;
-  }
 
   // Explores every successor of s; false once a violation is found (trace holds it).
   bool explore(const state& s) {
-    if (!seen.insert(s.key()).second) return true;
-    ++states;
+    if (!first_visit(s.key())) return true;
     int inside_count = 0;
     for (int t = 0; t < threads; ++t) inside_count += s.at[t] == inside;
     if (inside_count > 1) return fail("two threads inside the critical section");
@@ -170,7 +161,7 @@ struct checker {
 };
 
 bool run(variant v, int threads, int rounds, std::string* out_trace, std::size_t* out_states) {
-  checker c{v, threads, {}, {}, {}, 0};
+  checker c{{}, v, threads};
   state s;
   for (int t = 0; t < kMaxThreads; ++t) {
     s.at[t] = t < threads ? fast_cas : done;
@@ -179,8 +170,7 @@ bool run(variant v, int threads, int rounds, std::string* out_trace, std::size_t
   const bool ok = c.explore(s);
   if (out_states) *out_states = c.states;
   if (!ok && out_trace) {
-    *out_trace = c.failure + "\n";
-    for (const auto& line : c.trace) *out_trace += "  " + line + "\n";
+    *out_trace = c.counterexample();
   }
   return ok;
 }

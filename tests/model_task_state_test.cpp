@@ -21,8 +21,9 @@
 #include <cstdint>
 #include <cstdio>
 #include <string>
-#include <unordered_set>
 #include <vector>
+
+#include "model_check.hpp"
 
 #include "test_support.hpp"
 
@@ -103,55 +104,16 @@ class checker {
       s0.w[i].pc = i < c_.waiters ? A_LOAD : W_DONE;
       s0.w[i].step = 1;  // the plan's first action (an add) is under way
     }
-    struct frame {
-      state s;
-      std::vector<state> succ;
-      std::vector<std::string> why;
-      std::size_t next = 0;
-    };
-    std::vector<frame> stack;
-    std::string error;
-    auto enter = [&](const state& s) -> bool {
-      if (!visited_.insert(std::string(reinterpret_cast<const char*>(&s), sizeof s)).second) return true;
-      frame f;
-      f.s = s;
-      error.clear();
-      successors(s, f.succ, f.why, error);
-      if (!error.empty()) return false;
-      if (f.succ.empty()) {
-        ++terminal_;
-        error = check_terminal(s);
-        if (!error.empty()) return false;
-      }
-      stack.push_back(std::move(f));
-      return true;
-    };
-    auto trace = [&] {
-      std::string out = "counterexample (" + error + "):\n";
-      for (const frame& g : stack) {
-        if (g.next == 0) break;
-        out += "  " + g.why[g.next - 1] + "   => " + summary(g.succ[g.next - 1]) + "\n";
-      }
-      return out;
-    };
-    if (!enter(s0)) return trace();
-    while (!stack.empty()) {
-      frame& f = stack.back();
-      if (f.next == f.succ.size()) {
-        stack.pop_back();
-        continue;
-      }
-      const state n = f.succ[f.next++];
-      ++transitions_;
-      if (!enter(n)) return trace();
-    }
-    return {};
+    return model_check::search(s0, *this, stats_);
   }
 
-  std::size_t states() const { return visited_.size(); }
-  std::size_t terminal_states() const { return terminal_; }
+  std::size_t states() const { return stats_.states; }
+  std::size_t terminal_states() const { return stats_.terminal_states; }
 
  private:
+  template <class S, class M>
+  friend std::string model_check::search(const S&, const M&, model_check::stats&);
+
   // The actions of a plan, in order: 'a' add, 'r' remove.
   const char* actions(int i) const {
     switch (c_.plans[i]) {
@@ -431,9 +393,7 @@ class checker {
   }
 
   config c_;
-  std::unordered_set<std::string> visited_;
-  std::size_t terminal_ = 0;
-  std::size_t transitions_ = 0;
+  model_check::stats stats_;
 };
 
 std::string check(const config& c, std::size_t& states) {

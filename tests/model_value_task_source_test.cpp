@@ -29,8 +29,9 @@
 #include <cstdint>
 #include <cstdio>
 #include <string>
-#include <unordered_set>
 #include <vector>
+
+#include "model_check.hpp"
 
 namespace {
 
@@ -93,54 +94,16 @@ class checker {
     s0.c_pc = C_WAIT;
     s0.a_pc = A_STATUS;
     s0.s_pc = c_.stale_awaiter ? A_STATUS : A_DONE;
-    struct frame {
-      state s;
-      std::vector<state> succ;
-      std::vector<std::string> why;
-      std::size_t next = 0;
-    };
-    std::vector<frame> stack;
-    std::string error;
-    auto enter = [&](const state& s) -> bool {
-      if (!visited_.insert(std::string(reinterpret_cast<const char*>(&s), sizeof s)).second) return true;
-      frame f;
-      f.s = s;
-      error.clear();
-      successors(s, f.succ, f.why, error);
-      if (!error.empty()) return false;
-      if (f.succ.empty()) {
-        ++terminal_;
-        error = check_terminal(s);
-        if (!error.empty()) return false;
-      }
-      stack.push_back(std::move(f));
-      return true;
-    };
-    auto trace = [&] {
-      std::string out = "counterexample (" + error + "):\n";
-      for (const frame& g : stack) {
-        if (g.next == 0) break;
-        out += "  " + g.why[g.next - 1] + "\n";
-      }
-      return out;
-    };
-    if (!enter(s0)) return trace();
-    while (!stack.empty()) {
-      frame& f = stack.back();
-      if (f.next == f.succ.size()) {
-        stack.pop_back();
-        continue;
-      }
-      const state n = f.succ[f.next++];
-      if (!enter(n)) return trace();
-    }
-    return {};
+    return model_check::search(s0, *this, stats_);
   }
 
-  std::size_t states() const { return visited_.size(); }
-  std::size_t terminal_states() const { return terminal_; }
+  std::size_t states() const { return stats_.states; }
+  std::size_t terminal_states() const { return stats_.terminal_states; }
 
  private:
+  template <class S, class M>
+  friend std::string model_check::search(const S&, const M&, model_check::stats&);
+
   std::string check_terminal(const state& s) const {
     if (s.a_pc == A_SUSPENDED) return "the awaiter is never resumed (lost wake-up)";
     if (s.s_pc == A_SUSPENDED) return "the stale awaiter is never resumed (lost wake-up)";
@@ -340,8 +303,7 @@ class checker {
   }
 
   config c_;
-  std::unordered_set<std::string> visited_;
-  std::size_t terminal_ = 0;
+  model_check::stats stats_;
 };
 
 std::string check(const config& c) {
