@@ -50,6 +50,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent / "peers"))
 import peers  # noqa: E402  (bench/peers/peers.py: finds toolchains, builds the peer programs)
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import readme_figures  # noqa: E402  (bench/readme_figures.py: README.md's generated figures)
+import server_groups  # noqa: E402  (bench/server_groups.py: helpers of the server groups)
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 MICRO_NAME = "tpl_micro_bench"
@@ -367,6 +368,12 @@ GROUPS: dict[str, dict] = {
                          "bench/loadgen, as echo_1", server="echo",
                     load=dict(conns=64, requests=(32_000, 3_200), warmup=(20, 5)),
                     expect=(32_000, 3_200)),
+    "echo_1000": dict(desc="TCP echo on loopback, 1,000 connections at once, each 200 round trips "
+                           "of a 64-byte message after 2 unmeasured (quick: 3 after 1; 3 rounds); "
+                           "client: bench/loadgen, as echo_1, sharing the cores with the server "
+                           "(no pinning; run.py raises the descriptor limit to the hard limit)",
+                      server="echo", load=dict(conns=1000, requests=(200_000, 3_000), warmup=(2, 1)),
+                      expect=(200_000, 3_000), max_reps=3),
     "files_seq_read": dict(desc="the first 256 MiB of a file in the page cache in 64 KiB "
                                 "sequential reads, one after another (quick: 16 MiB; 3 rounds)",
                            expect=FILES_READ_BYTES, files=True, max_reps=3),
@@ -1364,6 +1371,8 @@ def main() -> int:
 
     t_run = time.monotonic()
     build_rsswrap(peers_root)
+    if line := server_groups.raise_nofile_limit():
+        print(line)
     failures: list[str] = []
     results: dict = {
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
