@@ -298,6 +298,10 @@ def _random_read_sum(count: int, region: int) -> int:
 # row's checksums under this name; max_reps: at most this many rounds (long fixed-length groups).
 # The order is the report's order. Every group that runs must have a description (--self-test
 # fails otherwise), and so must every micro-benchmark group (MICRO_GROUPS).
+# How every server group's client and server share the machine, said in each description.
+SHARED_CORES = ("client and server run at once on all of the machine's cores, neither pinned "
+                "(no taskset): the kernel shares the cores out between them, alike for every server")
+
 GROUPS: dict[str, dict] = {
     "chain": dict(desc="1,000,000-link chain: each link awaits the previous one and adds 1 "
                        "(seed 001; quick: 100,000)", expect=(1_000_000, 100_000)),
@@ -359,19 +363,19 @@ GROUPS: dict[str, dict] = {
                          "barrier (fresh process, no warm-up)", expect=None, timeline=True),
     "echo_1": dict(desc="TCP echo on loopback, 1 connection: 20,000 round trips of a 64-byte "
                         "message, one after another, after 200 unmeasured (quick: 2,000 after 20); "
-                        "client: bench/loadgen (Go), the same for every server, sharing the cores "
-                        "with it (no pinning)", server="echo",
+                        "client: bench/loadgen (Go), the same for every server; " + SHARED_CORES,
+                   server="echo",
                    load=dict(conns=1, requests=(20_000, 2_000), warmup=(200, 20)),
                    expect=(20_000, 2_000)),
     "echo_64": dict(desc="TCP echo on loopback, 64 connections at once, each 500 round trips of "
                          "a 64-byte message after 20 unmeasured (quick: 50 after 5); client: "
-                         "bench/loadgen, as echo_1", server="echo",
+                         "bench/loadgen, as echo_1; " + SHARED_CORES, server="echo",
                     load=dict(conns=64, requests=(32_000, 3_200), warmup=(20, 5)),
                     expect=(32_000, 3_200)),
     "echo_1000": dict(desc="TCP echo on loopback, 1,000 connections at once, each 200 round trips "
                            "of a 64-byte message after 2 unmeasured (quick: 3 after 1; 3 rounds); "
-                           "client: bench/loadgen, as echo_1, sharing the cores with the server "
-                           "(no pinning; run.py raises the descriptor limit to the hard limit)",
+                           "client: bench/loadgen, as echo_1 (run.py raises the descriptor "
+                           "limit to the hard limit); " + SHARED_CORES,
                       server="echo", load=dict(conns=1000, requests=(200_000, 3_000), warmup=(2, 1)),
                       expect=(200_000, 3_000), max_reps=3),
     "files_seq_read": dict(desc="the first 256 MiB of a file in the page cache in 64 KiB "
@@ -403,7 +407,7 @@ GROUPS: dict[str, dict] = {
                                         "for 2 s (quick: 0.3 s; 3 rounds), measured (bench/loadgen; a "
                                         "round trip still unanswered 1 s after the end counts "
                                         "with its wait so far). A server that keeps answering "
-                                        "has a p99 far below 100 ms",
+                                        "has a p99 far below 100 ms; " + SHARED_CORES,
                                    server="sync_over_async_server",
                                    load=dict(conns=56, blocking=8, duration=(2, 0.3),
                                              warmup=(5, 5)),
@@ -413,15 +417,15 @@ GROUPS: dict[str, dict] = {
     "plaintext": dict(desc="TechEmpower's plaintext: HTTP/1.1 GET /plaintext answered "
                            "'Hello, World!', keep-alive, not pipelined; wrk with 256 connections "
                            "and cores/2 threads for 5 s after a 1 s warm-up (quick: 1 s, no "
-                           "warm-up; 3 rounds), sharing the cores with the server (no pinning)",
+                           "warm-up; 3 rounds); " + SHARED_CORES,
                       server="plaintext", wrk=dict(conns=256, seconds=(5, 1), warmup_s=(1, 0)),
                       expect=None, max_reps=3),
     "plaintext_pipelined": dict(desc="TechEmpower's plaintext pipelined: the same GET /plaintext, "
                                      "16 requests per write (bench/wrk/pipeline.lua), each "
                                      "answered in order; wrk with 256 connections and cores/2 "
                                      "threads for 3 s after a 1 s warm-up (quick: 1 s, no "
-                                     "warm-up; 3 rounds), sharing the cores with the server "
-                                     "(no pinning). No p50/p99: wrk corrects its latencies for "
+                                     "warm-up; 3 rounds); " + SHARED_CORES + ". No p50/p99: "
+                                     "wrk corrects its latencies for "
                                      "coordinated omission as if every round trip carried one "
                                      "request, which gives nonsense (0, or a p50 above the mean) "
                                      "with 16",
@@ -1236,7 +1240,7 @@ def write_docs(results: dict, micro_tables: list[str], plots: list[str], path: P
              "the machine is shared (other builds ran at the same time), so the figures are "
              "noisy; compare rows of one table (they were interleaved), not runs.", "",
              "Mean is the median of the rounds, Min-Max their range, Ratio the Mean over the "
-             "first row's. Server groups (echo, plaintext, sync_over_async_server) show "
+             "first row's. Server groups (echo_*, plaintext*, sync_over_async_server) show "
              "requests/s instead: the median of the rounds, their range, Ratio = requests/s over "
              "the first row's (higher is better), and the medians of the rounds' p50 and p99 "
              "latencies; their Peak RSS is the server's. Allocated: bytes allocated by the measured run (tpl: global "
