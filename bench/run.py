@@ -292,16 +292,18 @@ def _random_read_sum(count: int, region: int) -> int:
     return sum(b & 0xFF for b in _random_blocks(count, region))
 
 
-# group -> description, expected checksum (full, quick) or None (the programs check their own),
-# timeline: per-item start times are plotted; any_checksum: with expect None, a peer's checksum
-# may be 0 (it counts something that should not happen); checksum_label: the footer lists every
-# row's checksums under this name; max_reps: at most this many rounds (long fixed-length groups).
-# The order is the report's order. Every group that runs must have a description (--self-test
-# fails otherwise), and so must every micro-benchmark group (MICRO_GROUPS).
 # How every server group's client and server share the machine, said in each description.
 SHARED_CORES = ("client and server run at once on all of the machine's cores, neither pinned "
                 "(no taskset): the kernel shares the cores out between them, alike for every server")
 
+# group -> description, expected checksum (full, quick) or None (the programs check their own),
+# timeline: per-item start times are plotted; any_checksum: with expect None, a peer's checksum
+# may be 0 (it counts something that should not happen); checksum_label: the footer lists every
+# row's checksums under this name; max_reps: at most this many rounds (long fixed-length groups);
+# threads (server groups): the server's thread count is sampled while the client runs, listed
+# under the table and plotted (threads-<group>.png).
+# The order is the report's order. Every group that runs must have a description (--self-test
+# fails otherwise), and so must every micro-benchmark group (MICRO_GROUPS).
 GROUPS: dict[str, dict] = {
     "chain": dict(desc="1,000,000-link chain: each link awaits the previous one and adds 1 "
                        "(seed 001; quick: 100,000)", expect=(1_000_000, 100_000)),
@@ -411,7 +413,7 @@ GROUPS: dict[str, dict] = {
                                    server="sync_over_async_server",
                                    load=dict(conns=56, blocking=8, duration=(2, 0.3),
                                              warmup=(5, 5)),
-                                   expect=None, any_checksum=True, max_reps=3,
+                                   expect=None, any_checksum=True, max_reps=3, threads=True,
                                    extra_label=("blocking_requests",
                                                              "blocking requests answered")),
     "plaintext": dict(desc="TechEmpower's plaintext: HTTP/1.1 GET /plaintext answered "
@@ -527,6 +529,7 @@ class Entry:
     p50_us: list = field(default_factory=list)
     p99_us: list = field(default_factory=list)
     extra: list = field(default_factory=list)       # server groups: the client's other figures
+    threads: list = field(default_factory=list)     # per sample: [[ms, threads], ...] or None
 
     @property
     def label(self) -> str:
@@ -909,7 +912,10 @@ def run_server_entry(e: Entry, quick: bool, timeout: float) -> str | None:
                    f"printed no 'listening on 127.0.0.1:PORT' line in {SERVER_READY_TIMEOUT_S} s")
         else:
             client = run_wrk if "wrk" in spec else run_loadgen
+            sampler = (server_groups.ThreadSampler(server.proc.pid).start()
+                       if spec.get("threads") else None)
             sample, why = client(spec, port, quick, timeout)
+            threads = sampler.samples() if sampler else None
             if sample is not None and not server.alive():
                 sample, why = None, "the server exited during the run"
             rss = server.peak_rss_kb()
@@ -933,6 +939,7 @@ def run_server_entry(e: Entry, quick: bool, timeout: float) -> str | None:
     e.p50_us.append(sample["p50_us"])
     e.p99_us.append(sample["p99_us"])
     e.extra.append(sample["extra"])
+    e.threads.append(threads)
     if sample["extra"].get("socket_errors"):
         e.note = f"wrk's socket errors: {sample['extra']['socket_errors']}"
     if sample["extra"].get("unanswered"):
@@ -1076,6 +1083,8 @@ def summarize(group: str, entries: list[Entry], programs: list, tpl_present: boo
             row["starts_ms"] = e.starts
         if e.kind == "server":
             row.update(requests_per_s=e.rps, p50_us=e.p50_us, p99_us=e.p99_us, client_extra=e.extra)
+            if any(t for t in e.threads):
+                row["threads"] = e.threads
             if e.rps and not e.error:
                 row.update(rps_median=statistics.median(e.rps), rps_min=min(e.rps),
                            rps_max=max(e.rps), p50_us_median=_median_or_none(e.p50_us),
@@ -1184,6 +1193,12 @@ def group_footer(s: dict) -> list[str]:
             f"{r['runtime']} / {r['method']}: "
             + (", ".join(str(x.get(key, "-")) for x in r.get("client_extra", [])) or "-")
             for r in s["rows"]) + ".")
+    if any(r.get("threads") for r in s["rows"]):
+        out.append("Server threads (/proc/PID/status while the client ran; start -> peak), per "
+                   "round: " + "; ".join(
+                       f"{r['runtime']} / {r['method']}: " + ", ".join(
+                           f"{t[0][1]} -> {max(n for _, n in t)}" if t else "-"
+                           for t in r.get("threads", [])) for r in s["rows"]) + ".")
     label = s.get("checksum_label")
     if label:
         runtimes = [r["runtime"] for r in s["rows"]]

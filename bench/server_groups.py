@@ -1,10 +1,11 @@
 """Helpers of bench/run.py's server groups (bench/peers/README.md, "Server groups"): the file
 descriptor limit that echo_1000 needs, wrk's command line for the pipelined plaintext group and
-the pool thread counts that tpl's sync-over-async server prints (python3 stdlib only)."""
+the sampling of a server's thread count during a run (python3 stdlib only)."""
 
 from __future__ import annotations
 
-import re
+import threading
+import time
 from pathlib import Path
 
 try:
@@ -54,3 +55,59 @@ def wrk_script_args(w: dict) -> list[str]:
 def wrk_tail(w: dict) -> list[str]:
     """What goes after the URL: `-- DEPTH` for the pipeline script."""
     return ["--", str(w["pipeline"])] if w.get("pipeline") else []
+
+
+class ThreadSampler:
+    """Samples a server's thread count (the "Threads:" line of /proc/PID/status: every thread of
+    the process, whatever the runtime calls its workers) every `period_s` while the client runs,
+    for the groups with `threads` in GROUPS (sync_over_async_server: how many threads a server
+    adds while its handlers block). samples(): [[ms after start(), threads], ...], one pair per
+    change of the count plus the last sample, so that a step plot shows every change."""
+
+    def __init__(self, pid: int, period_s: float = 0.01):
+        self.path = Path(f"/proc/{pid}/status")
+        self.period_s = period_s
+        self.points: list[list[float]] = []
+        self.tail: list[float] | None = None  # the latest sample that did not change the count
+        self.stopping = threading.Event()
+        self.thread: threading.Thread | None = None
+        self.t0 = 0.0
+
+    def _read(self) -> int | None:
+        try:
+            for line in self.path.read_text().splitlines():
+                if line.startswith("Threads:"):
+                    return int(line.split()[1])
+        except (OSError, ValueError, IndexError):
+            pass
+        return None
+
+    def _run(self) -> None:
+        last = None
+        while True:
+            n = self._read()
+            ms = round((time.monotonic() - self.t0) * 1e3, 1)
+            if n is None:
+                return
+            if n != last:
+                self.points.append([ms, n])
+                last = n
+            elif self.points:
+                self.tail = [ms, n]
+            if self.stopping.wait(self.period_s):
+                return
+
+    def start(self) -> "ThreadSampler":
+        self.t0 = time.monotonic()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+        return self
+
+    def samples(self) -> list[list[float]]:
+        """Stops the sampling; the samples so far."""
+        self.stopping.set()
+        if self.thread:
+            self.thread.join(5)
+        if self.tail and self.points and self.tail[0] > self.points[-1][0]:
+            return self.points + [self.tail]
+        return list(self.points)
