@@ -803,6 +803,10 @@ def client_missing(group: str) -> str | None:
     spec = GROUPS.get(group, {})
     if "load" in spec and "loadgen" not in _CLIENTS:
         return _CLIENTS.get("loadgen_why", "bench/loadgen not built")
+    if "load" in spec:
+        why = server_groups.nofile_missing(spec["load"]["conns"] + spec["load"].get("blocking", 0))
+        if why:
+            return why
     if "wrk" in spec and not shutil.which("wrk"):
         return "wrk not found (apt-get install wrk)"
     return None
@@ -1258,7 +1262,8 @@ def write_docs(results: dict, micro_tables: list[str], plots: list[str], path: P
              "first row's. Server groups (echo_*, plaintext*, sync_over_async_server) show "
              "requests/s instead: the median of the rounds, their range, Ratio = requests/s over "
              "the first row's (higher is better), and the medians of the rounds' p50 and p99 "
-             "latencies; their Peak RSS is the server's. Allocated: bytes allocated by the measured run (tpl: global "
+             "latencies (not for plaintext_pipelined: see its description); their Peak RSS is "
+             "the server's. Allocated: bytes allocated by the measured run (tpl: global "
              "operator new; Go: MemStats.TotalAlloc; .NET Core: GC.GetTotalAllocatedBytes; "
              "Java: all threads' allocated bytes; '-' where not measurable). Peak RSS: the "
              "whole process's (for Java and .NET it includes the VM and its heap sizing).", "",
@@ -1275,7 +1280,7 @@ def write_docs(results: dict, micro_tables: list[str], plots: list[str], path: P
             lines += [""] + foot
         lines.append("")
         for p in plots:
-            if Path(p).stem in (f"bench-{group}", f"timeline-{group}"):
+            if Path(p).stem in (f"bench-{group}", f"timeline-{group}", f"threads-{group}"):
                 rel = os.path.relpath(p, path.parent)
                 lines += [f"![{Path(p).stem}]({rel})", ""]
     if micro_tables:
