@@ -4,6 +4,8 @@
 - bench-<group>.png: one horizontal bar per method (median, min-max whiskers), tpl's in blue.
 - timeline-<group>.png for the thread-injection groups: when each work item started (first
   round of each program), with the seed's published timelines for context.
+- threads-<group>.png for the server groups that sample it (sync_over_async_server): the
+  server's thread count while the client ran (first round of each server).
 Prints "wrote <path>" per file.
 """
 import json
@@ -115,12 +117,39 @@ def timeline(group, s, out_dir):
     return path
 
 
+def threads(group, s, out_dir):
+    series = []
+    for r in s["rows"]:
+        samples = r.get("threads")
+        if samples and samples[0]:
+            series.append((label(r), samples[0], r["program"] == "tpl"))
+    if not series:
+        return None
+    fig, ax = plt.subplots(figsize=(10, 5.5))
+    markers = "osD^v<>pP*hX"
+    for i, (name, pts, is_tpl) in enumerate(series):
+        ax.step([p[0] for p in pts], [p[1] for p in pts], where="post",
+                marker=markers[i % len(markers)], linewidth=2.5 if is_tpl else 1, markersize=3,
+                label=name)
+    ax.set_xlabel("ms after the client started (connecting and warm-up included)")
+    ax.set_ylabel("server threads (/proc/PID/status)")
+    ax.set_title(f"{group}: the server's thread count while the client ran (first round)",
+                 fontsize=10)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, loc="lower right")
+    fig.tight_layout()
+    path = out_dir / f"threads-{group}.png"
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return path
+
+
 def main():
     results = json.loads(Path(sys.argv[1]).read_text())
     out_dir = Path(sys.argv[2])
     out_dir.mkdir(parents=True, exist_ok=True)
     for group, s in results.get("groups", {}).items():
-        for fn in (bars, timeline):
+        for fn in (bars, timeline, threads):
             p = fn(group, s, out_dir)
             if p:
                 print(f"wrote {p}")

@@ -50,6 +50,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent / "peers"))
 import peers  # noqa: E402  (bench/peers/peers.py: finds toolchains, builds the peer programs)
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import readme_figures  # noqa: E402  (bench/readme_figures.py: README.md's generated figures)
+import server_groups  # noqa: E402  (bench/server_groups.py: helpers of the server groups)
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 MICRO_NAME = "tpl_micro_bench"
@@ -266,10 +267,16 @@ def _random_read_sum(count: int, region: int) -> int:
     return sum(b & 0xFF for b in _random_blocks(count, region))
 
 
+# How every server group's client and server share the machine, said in each description.
+SHARED_CORES = ("client and server run at once on all of the machine's cores, neither pinned "
+                "(no taskset): the kernel shares the cores out between them, alike for every server")
+
 # group -> description, expected checksum (full, quick) or None (the programs check their own),
 # timeline: per-item start times are plotted; any_checksum: with expect None, a peer's checksum
 # may be 0 (it counts something that should not happen); checksum_label: the footer lists every
-# row's checksums under this name; max_reps: at most this many rounds (long fixed-length groups).
+# row's checksums under this name; max_reps: at most this many rounds (long fixed-length groups);
+# threads (server groups): the server's thread count is sampled while the client runs, listed
+# under the table and plotted (threads-<group>.png).
 # The order is the report's order. Every group that runs must have a description (--self-test
 # fails otherwise), and so must every micro-benchmark group (MICRO_GROUPS).
 GROUPS: dict[str, dict] = {
@@ -333,15 +340,21 @@ GROUPS: dict[str, dict] = {
                          "barrier (fresh process, no warm-up)", expect=None, timeline=True),
     "echo_1": dict(desc="TCP echo on loopback, 1 connection: 20,000 round trips of a 64-byte "
                         "message, one after another, after 200 unmeasured (quick: 2,000 after 20); "
-                        "client: bench/loadgen (Go), the same for every server, sharing the cores "
-                        "with it (no pinning)", server="echo",
+                        "client: bench/loadgen (Go), the same for every server; " + SHARED_CORES,
+                   server="echo",
                    load=dict(conns=1, requests=(20_000, 2_000), warmup=(200, 20)),
                    expect=(20_000, 2_000)),
     "echo_64": dict(desc="TCP echo on loopback, 64 connections at once, each 500 round trips of "
                          "a 64-byte message after 20 unmeasured (quick: 50 after 5); client: "
-                         "bench/loadgen, as echo_1", server="echo",
+                         "bench/loadgen, as echo_1; " + SHARED_CORES, server="echo",
                     load=dict(conns=64, requests=(32_000, 3_200), warmup=(20, 5)),
                     expect=(32_000, 3_200)),
+    "echo_1000": dict(desc="TCP echo on loopback, 1,000 connections at once, each 200 round trips "
+                           "of a 64-byte message after 2 unmeasured (quick: 3 after 1; 3 rounds); "
+                           "client: bench/loadgen, as echo_1 (run.py raises the descriptor "
+                           "limit to the hard limit); " + SHARED_CORES,
+                      server="echo", load=dict(conns=1000, requests=(200_000, 3_000), warmup=(2, 1)),
+                      expect=(200_000, 3_000), max_reps=3),
     "files_seq_read": dict(desc="the first 256 MiB of a file in the page cache in 64 KiB "
                                 "sequential reads, one after another (quick: 16 MiB; 3 rounds)",
                            expect=FILES_READ_BYTES, files=True, max_reps=3),
@@ -371,19 +384,31 @@ GROUPS: dict[str, dict] = {
                                         "for 2 s (quick: 0.3 s; 3 rounds), measured (bench/loadgen; a "
                                         "round trip still unanswered 1 s after the end counts "
                                         "with its wait so far). A server that keeps answering "
-                                        "has a p99 far below 100 ms",
+                                        "has a p99 far below 100 ms; " + SHARED_CORES,
                                    server="sync_over_async_server",
                                    load=dict(conns=56, blocking=8, duration=(2, 0.3),
                                              warmup=(5, 5)),
-                                   expect=None, any_checksum=True, max_reps=3,
+                                   expect=None, any_checksum=True, max_reps=3, threads=True,
                                    extra_label=("blocking_requests",
                                                              "blocking requests answered")),
     "plaintext": dict(desc="TechEmpower's plaintext: HTTP/1.1 GET /plaintext answered "
                            "'Hello, World!', keep-alive, not pipelined; wrk with 256 connections "
                            "and cores/2 threads for 5 s after a 1 s warm-up (quick: 1 s, no "
-                           "warm-up; 3 rounds), sharing the cores with the server (no pinning)",
+                           "warm-up; 3 rounds); " + SHARED_CORES,
                       server="plaintext", wrk=dict(conns=256, seconds=(5, 1), warmup_s=(1, 0)),
                       expect=None, max_reps=3),
+    "plaintext_pipelined": dict(desc="TechEmpower's plaintext pipelined: the same GET /plaintext, "
+                                     "16 requests per write (bench/wrk/pipeline.lua), each "
+                                     "answered in order; wrk with 256 connections and cores/2 "
+                                     "threads for 3 s after a 1 s warm-up (quick: 1 s, no "
+                                     "warm-up; 3 rounds); " + SHARED_CORES + ". No p50/p99: "
+                                     "wrk corrects its latencies for "
+                                     "coordinated omission as if every round trip carried one "
+                                     "request, which gives nonsense (0, or a p50 above the mean) "
+                                     "with 16",
+                                server="plaintext",
+                                wrk=dict(conns=256, seconds=(3, 1), warmup_s=(1, 0), pipeline=16),
+                                expect=None, max_reps=3),
 }
 
 # tpl's thread-injection programs (examples/), one row per pool policy / barrier kind:
@@ -479,6 +504,7 @@ class Entry:
     p50_us: list = field(default_factory=list)
     p99_us: list = field(default_factory=list)
     extra: list = field(default_factory=list)       # server groups: the client's other figures
+    threads: list = field(default_factory=list)     # per sample: [[ms, threads], ...] or None
 
     @property
     def label(self) -> str:
@@ -752,6 +778,10 @@ def client_missing(group: str) -> str | None:
     spec = GROUPS.get(group, {})
     if "load" in spec and "loadgen" not in _CLIENTS:
         return _CLIENTS.get("loadgen_why", "bench/loadgen not built")
+    if "load" in spec:
+        why = server_groups.nofile_missing(spec["load"]["conns"] + spec["load"].get("blocking", 0))
+        if why:
+            return why
     if "wrk" in spec and not shutil.which("wrk"):
         return "wrk not found (apt-get install wrk)"
     return None
@@ -816,17 +846,18 @@ _WRK_UNIT_US = {"us": 1.0, "ms": 1e3, "s": 1e6, "m": 60e6, "h": 3600e6}
 
 
 def run_wrk(spec: dict, port: int, quick: bool, timeout: float) -> tuple[dict | None, str]:
-    """A warm-up and one measured wrk run against http://127.0.0.1:port/plaintext."""
+    """A warm-up and one measured wrk run against http://127.0.0.1:port/plaintext (with the
+    spec's `pipeline` depth: bench/wrk/pipeline.lua, that many requests per write)."""
     w = spec["wrk"]
     i = 1 if quick else 0
     wrk = shutil.which("wrk") or "wrk"
-    base = [wrk, f"-t{max(1, _cores() // 2)}", f"-c{w['conns']}"]
-    url = f"http://127.0.0.1:{port}/plaintext"
+    base = [wrk, f"-t{max(1, _cores() // 2)}", f"-c{w['conns']}"] + server_groups.wrk_script_args(w)
+    url = [f"http://127.0.0.1:{port}/plaintext"] + server_groups.wrk_tail(w)
     if w["warmup_s"][i] > 0:
-        rc, _, err, _, _ = _timed_child(base + [f"-d{w['warmup_s'][i]}s", url], {}, timeout)
+        rc, _, err, _, _ = _timed_child(base + [f"-d{w['warmup_s'][i]}s"] + url, {}, timeout)
         if rc != 0:
             return None, f"wrk (warm-up): {describe_rc(rc)}: {err.strip()[-200:]}"
-    rc, out, err, _, _ = _timed_child(base + [f"-d{w['seconds'][i]}s", "--latency", url], {},
+    rc, out, err, _, _ = _timed_child(base + [f"-d{w['seconds'][i]}s", "--latency"] + url, {},
                                       timeout)
     if rc != 0:
         return None, f"wrk: {describe_rc(rc)}: {err.strip()[-200:]}"
@@ -840,6 +871,8 @@ def run_wrk(spec: dict, port: int, quick: bool, timeout: float) -> tuple[dict | 
         return None, f"{non_2xx.group(1)} answers were not 2xx/3xx"
     sock = _WRK_SOCKET_ERRORS.search(out)
     extra = {"socket_errors": sock.group(1).strip()} if sock else {}
+    if w.get("pipeline"):  # wrk's percentiles are wrong then (see server_groups.py)
+        pct = {"50": None, "99": None}
     return {"ms": float(reqs.group(2)) * _WRK_UNIT_US[reqs.group(3)] / 1e3,
             "rps": float(rps.group(1)), "p50_us": pct["50"], "p99_us": pct["99"],
             "checksum": int(reqs.group(1)), "extra": extra}, ""
@@ -858,7 +891,10 @@ def run_server_entry(e: Entry, quick: bool, timeout: float) -> str | None:
                    f"printed no 'listening on 127.0.0.1:PORT' line in {SERVER_READY_TIMEOUT_S} s")
         else:
             client = run_wrk if "wrk" in spec else run_loadgen
+            sampler = (server_groups.ThreadSampler(server.proc.pid).start()
+                       if spec.get("threads") else None)
             sample, why = client(spec, port, quick, timeout)
+            threads = sampler.samples() if sampler else None
             if sample is not None and not server.alive():
                 sample, why = None, "the server exited during the run"
             rss = server.peak_rss_kb()
@@ -882,6 +918,7 @@ def run_server_entry(e: Entry, quick: bool, timeout: float) -> str | None:
     e.p50_us.append(sample["p50_us"])
     e.p99_us.append(sample["p99_us"])
     e.extra.append(sample["extra"])
+    e.threads.append(threads)
     if sample["extra"].get("socket_errors"):
         e.note = f"wrk's socket errors: {sample['extra']['socket_errors']}"
     if sample["extra"].get("unanswered"):
@@ -1025,10 +1062,12 @@ def summarize(group: str, entries: list[Entry], programs: list, tpl_present: boo
             row["starts_ms"] = e.starts
         if e.kind == "server":
             row.update(requests_per_s=e.rps, p50_us=e.p50_us, p99_us=e.p99_us, client_extra=e.extra)
+            if any(t for t in e.threads):
+                row["threads"] = e.threads
             if e.rps and not e.error:
                 row.update(rps_median=statistics.median(e.rps), rps_min=min(e.rps),
-                           rps_max=max(e.rps), p50_us_median=statistics.median(e.p50_us),
-                           p99_us_median=statistics.median(e.p99_us))
+                           rps_max=max(e.rps), p50_us_median=_median_or_none(e.p50_us),
+                           p99_us_median=_median_or_none(e.p99_us))
         if e.samples and not e.error:
             row["median_ms"] = statistics.median(e.samples)
             row["min_ms"], row["max_ms"] = min(e.samples), max(e.samples)
@@ -1047,8 +1086,17 @@ def summarize(group: str, entries: list[Entry], programs: list, tpl_present: boo
             "skipped": skipped, "not_in_group": no_idiom}
 
 
+def _median_or_none(xs: list) -> float | None:
+    """The median, or None where a sample has none (the pipelined group's latencies)."""
+    return None if not xs or any(x is None for x in xs) else statistics.median(xs)
+
+
 def fmt_rps(x: float) -> str:
     return f"{x:,.0f}"
+
+
+def _fmt_us(us: float | None) -> str:
+    return fmt_time_ns(None if us is None else us * 1e3)
 
 
 def server_group_table(s: dict) -> list[str]:
@@ -1067,8 +1115,8 @@ def server_group_table(s: dict) -> list[str]:
         rss = r.get("peak_rss_kb_max")
         rows.append([r["method"], r["runtime"], fmt_rps(r["rps_median"]),
                      f"{fmt_rps(r['rps_min'])} - {fmt_rps(r['rps_max'])}",
-                     fmt_ratio(r["rps_median"], base), fmt_time_ns(r["p50_us_median"] * 1e3),
-                     fmt_time_ns(r["p99_us_median"] * 1e3), fmt_bytes(rss * 1024) if rss else "-"])
+                     fmt_ratio(r["rps_median"], base), _fmt_us(r["p50_us_median"]),
+                     _fmt_us(r["p99_us_median"]), fmt_bytes(rss * 1024) if rss else "-"])
     return table_lines(headers, rows)
 
 
@@ -1124,6 +1172,12 @@ def group_footer(s: dict) -> list[str]:
             f"{r['runtime']} / {r['method']}: "
             + (", ".join(str(x.get(key, "-")) for x in r.get("client_extra", [])) or "-")
             for r in s["rows"]) + ".")
+    if any(r.get("threads") for r in s["rows"]):
+        out.append("Server threads (/proc/PID/status while the client ran; start -> peak), per "
+                   "round: " + "; ".join(
+                       f"{r['runtime']} / {r['method']}: " + ", ".join(
+                           f"{t[0][1]} -> {max(n for _, n in t)}" if t else "-"
+                           for t in r.get("threads", [])) for r in s["rows"]) + ".")
     label = s.get("checksum_label")
     if label:
         runtimes = [r["runtime"] for r in s["rows"]]
@@ -1180,10 +1234,11 @@ def write_docs(results: dict, micro_tables: list[str], plots: list[str], path: P
              "the machine is shared (other builds ran at the same time), so the figures are "
              "noisy; compare rows of one table (they were interleaved), not runs.", "",
              "Mean is the median of the rounds, Min-Max their range, Ratio the Mean over the "
-             "first row's. Server groups (echo, plaintext, sync_over_async_server) show "
+             "first row's. Server groups (echo_*, plaintext*, sync_over_async_server) show "
              "requests/s instead: the median of the rounds, their range, Ratio = requests/s over "
              "the first row's (higher is better), and the medians of the rounds' p50 and p99 "
-             "latencies; their Peak RSS is the server's. Allocated: bytes allocated by the measured run (tpl: global "
+             "latencies (not for plaintext_pipelined: see its description); their Peak RSS is "
+             "the server's. Allocated: bytes allocated by the measured run (tpl: global "
              "operator new; Go: MemStats.TotalAlloc; .NET Core: GC.GetTotalAllocatedBytes; "
              "Java: all threads' allocated bytes; '-' where not measurable). Peak RSS: the "
              "whole process's (for Java and .NET it includes the VM and its heap sizing).", "",
@@ -1200,7 +1255,7 @@ def write_docs(results: dict, micro_tables: list[str], plots: list[str], path: P
             lines += [""] + foot
         lines.append("")
         for p in plots:
-            if Path(p).stem in (f"bench-{group}", f"timeline-{group}"):
+            if Path(p).stem in (f"bench-{group}", f"timeline-{group}", f"threads-{group}"):
                 rel = os.path.relpath(p, path.parent)
                 lines += [f"![{Path(p).stem}]({rel})", ""]
     if micro_tables:
@@ -1339,6 +1394,8 @@ def main() -> int:
 
     t_run = time.monotonic()
     build_rsswrap(peers_root)
+    if line := server_groups.raise_nofile_limit():
+        print(line)
     failures: list[str] = []
     results: dict = {
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),

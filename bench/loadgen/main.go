@@ -17,6 +17,8 @@
 //
 // checksum = the verified round trips of the measured connections (C x N/C with -requests). Everything is
 // bounded: the dial and every round trip time out (-seconds-max), and so does the whole run.
+// The C + B connections are descriptors: the Go runtime raises the RLIMIT_NOFILE soft limit to
+// the hard limit at start-up, and bench/run.py does the same for everything it starts.
 package main
 
 import (

@@ -7,6 +7,7 @@
 package main
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"net"
@@ -80,12 +81,56 @@ func plaintext(w http.ResponseWriter, _ *http.Request) {
 	_, _ = w.Write(helloWorld)
 }
 
+var (
+	rawHello     = []byte("HTTP/1.1 200 OK\r\nServer: Go\r\nContent-Type: text/plain\r\nContent-Length: 13\r\n\r\nHello, World!")
+	endOfHeaders = []byte("\r\n\r\n")
+)
+
+// rawHTTPConn is HTTP/1.1 on a bare net.Conn with a minimal parser, as the Asio and C# peers
+// have it: every request ends at its empty line (GET, no body) and is answered "Hello, World!";
+// the answers to the complete requests that one read brought in go out in one write (pipelining),
+// and a request cut by the end of a read waits for the next.
+func rawHTTPConn(c net.Conn) {
+	in := make([]byte, 4096)
+	out := make([]byte, 0, 16*len(rawHello))
+	have := 0 // bytes of in received and not yet parsed
+	for {
+		if have == len(in) { // one request longer than the buffer: grow it
+			in = append(in, make([]byte, len(in))...)
+		}
+		n, err := c.Read(in[have:])
+		if err != nil {
+			return
+		}
+		have += n
+		begin := 0
+		for {
+			end := bytes.Index(in[begin:have], endOfHeaders)
+			if end < 0 {
+				break
+			}
+			out = append(out, rawHello...)
+			begin += end + len(endOfHeaders)
+		}
+		have = copy(in, in[begin:have])
+		if len(out) > 0 {
+			if _, err := c.Write(out); err != nil {
+				return
+			}
+			out = out[:0]
+		}
+	}
+}
+
 var servers = []server{
 	{kind: "echo", name: "goroutine per connection (net)", serve: func(ln net.Listener) error { return acceptLoop(ln, echoConn) }},
 	{kind: "plaintext", name: "net/http", serve: func(ln net.Listener) error {
 		mux := http.NewServeMux()
 		mux.HandleFunc("/plaintext", plaintext)
 		return http.Serve(ln, mux)
+	}},
+	{kind: "plaintext", name: "raw net.Conn, goroutine per connection, minimal parser", serve: func(ln net.Listener) error {
+		return acceptLoop(ln, rawHTTPConn)
 	}},
 	{kind: "sync_over_async_server", name: "goroutine per connection, <-time.After(100 ms)", serve: func(ln net.Listener) error {
 		return acceptLoop(ln, blockingEchoConn)

@@ -563,8 +563,11 @@ fn main() {
         for m in &all {
             println!("{}\t{}", m.group, m.name);
         }
-        for s in servers::servers() {
-            println!("{}\t{}", s.kind, s.name);
+        if !rayon {
+            // The servers run on tokio: listed once, under the tokio runtime.
+            for s in servers::servers() {
+                println!("{}\t{}", s.kind, s.name);
+            }
         }
         return;
     }
