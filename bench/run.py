@@ -4,7 +4,7 @@
 1. ``<build>/bench/tpl_micro_bench`` (Google Benchmark, tpl only): one table per group
    (``Group/Method`` names); the counter ``bytes_per_op`` is shown as "Allocated".
 
-2. The workload groups (GROUPS below: the seeds' workloads). Programs: every
+2. The workload groups (GROUPS in bench/groups.py: the seeds' workloads). Programs: every
    ``<build>/bench/tpl_wl_*`` (bench/workload.hpp) and one program per peer runtime
    (bench/peers/, built by bench/peers/peers.py; a missing toolchain skips that peer). All speak
    one protocol (bench/peers/README.md): ``--list`` names their methods, ``--run GROUP METHOD
@@ -22,6 +22,9 @@ docs/benchmarks.md, saves the results to docs/bench-results.json and regenerates
 figures region, see bench/readme_figures.py; ``--regen-docs`` redoes the last two without running
 anything). ``--self-test``: every group once, quick, fails on malformed results or on a group
 without a description (the ctest ``bench_harness``). Exit status is non-zero if any program failed.
+
+Files: this one runs the programs (discovery, interleaved rounds, servers and their clients);
+bench/groups.py is the catalog of groups, bench/report.py prints the tables and writes the docs.
 """
 
 from __future__ import annotations
@@ -43,7 +46,6 @@ import sys
 import tempfile
 import threading
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "peers"))
@@ -51,48 +53,17 @@ import peers  # noqa: E402  (bench/peers/peers.py: finds toolchains, builds the 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import readme_figures  # noqa: E402  (bench/readme_figures.py: README.md's generated figures)
 import server_groups  # noqa: E402  (bench/server_groups.py: helpers of the server groups)
+from groups import (FILES_BLOCK, FILES_READ_BYTES, GROUPS, TPL_EXAMPLES, TPL_SERVERS,  # noqa: E402
+                    Entry, _cores, micro_description)
+from report import (REPO_ROOT, find_matplotlib_python, fmt_bytes, fmt_ratio,  # noqa: E402
+                    fmt_time_ns, group_footer, group_table, gxx_version, machine_description,
+                    micro_markdown, print_table, regen_docs, summarize, write_docs)
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
 MICRO_NAME = "tpl_micro_bench"
 WORKLOAD_PREFIX = "tpl_wl_"
 QUICK_MIN_TIME = 0.05  # seconds per micro benchmark in --quick mode
 
 _UNIT_TO_NS = {"ns": 1.0, "us": 1e3, "ms": 1e6, "s": 1e9}
-
-
-# --------------------------------------------------------------------------- #
-# formatting
-# --------------------------------------------------------------------------- #
-# Times and sizes print as in README.md's figures: one formatter for both.
-fmt_time_ns = readme_figures.fmt_ns
-fmt_bytes = readme_figures.fmt_bytes
-
-
-def fmt_ratio(value: float | None, base: float | None) -> str:
-    if value is None or base is None or base <= 0:
-        return "-"
-    return f"{value / base:.2f}"
-
-
-def print_table(title: str, headers: list[str], rows: list[list[str]]) -> None:
-    widths = [len(h) for h in headers]
-    for row in rows:
-        for i, cell in enumerate(row):
-            widths[i] = max(widths[i], len(cell))
-
-    def line(cells: list[str]) -> str:
-        # first column left-aligned, the numbers right-aligned
-        out = [cells[0].ljust(widths[0])]
-        out += [c.rjust(w) for c, w in zip(cells[1:], widths[1:])]
-        return "| " + " | ".join(out) + " |"
-
-    print()
-    print(title)
-    print(line(headers))
-    print("|" + "|".join(("-" * (w + 1) + ":") if i else ("-" * (w + 2))
-                         for i, w in enumerate(widths)) + "|")
-    for row in rows:
-        print(line(row))
 
 
 # --------------------------------------------------------------------------- #
@@ -232,283 +203,6 @@ def run_micro(exe: Path, args, failures: list[str]) -> dict:
         print_table(f"## {group}  ({exe.name}): {micro_description(group)}",
                     ["Method", "Mean", "Ratio", "Allocated"], table)
     return result
-
-
-# --------------------------------------------------------------------------- #
-# workload groups: tpl's programs and the peers', side by side
-# --------------------------------------------------------------------------- #
-def _cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
-
-
-def _sum_below(n: int) -> int:
-    return n * (n - 1) // 2
-
-
-# The files groups (bench/workloads/files.cpp): a file of 4 KiB blocks, block b filled with the
-# byte b mod 256, read in its first FILES_READ_BYTES (full, quick); random offsets from one LCG.
-FILES_BLOCK = 4096
-FILES_READ_BYTES = (256 << 20, 16 << 20)
-
-
-def _random_blocks(count: int, region: int) -> list[int]:
-    x, blocks, out = 42, region // FILES_BLOCK, []
-    for _ in range(count):
-        x = (x * 6364136223846793005 + 1442695040888963407) & 0xFFFF_FFFF_FFFF_FFFF
-        out.append((x >> 33) % blocks)
-    return out
-
-
-def _random_read_sum(count: int, region: int) -> int:
-    """The files_rand_read checksum: the first byte of every block read, summed."""
-    return sum(b & 0xFF for b in _random_blocks(count, region))
-
-
-# How every server group's client and server share the machine, said in each description.
-SHARED_CORES = ("client and server run at once on all of the machine's cores, neither pinned "
-                "(no taskset): the kernel shares the cores out between them, alike for every server")
-
-# group -> description, expected checksum (full, quick) or None (the programs check their own),
-# timeline: per-item start times are plotted; any_checksum: with expect None, a peer's checksum
-# may be 0 (it counts something that should not happen); checksum_label: the footer lists every
-# row's checksums under this name; max_reps: at most this many rounds (long fixed-length groups);
-# threads (server groups): the server's thread count is sampled while the client runs, listed
-# under the table and plotted (threads-<group>.png).
-# The order is the report's order. Every group that runs must have a description (--self-test
-# fails otherwise), and so must every micro-benchmark group (MICRO_GROUPS).
-GROUPS: dict[str, dict] = {
-    "chain": dict(desc="1,000,000-link chain: each link awaits the previous one and adds 1 "
-                       "(seed 001; quick: 100,000)", expect=(1_000_000, 100_000)),
-    "chain_channels": dict(desc="1,000,000 links over channels: seed 001's Go program, one "
-                                "goroutine/task and one channel per link (quick: 100,000)",
-                           expect=(1_000_000, 100_000)),
-    "skynet": dict(desc="skynet: 1,000,000 leaves, fan-out 10, sum of the leaf numbers "
-                        "(quick: 100,000)", expect=(499_999_500_000, 4_999_950_000)),
-    "fib30": dict(desc="fib(30) as binary fork-join: each call forks one child and runs the other, "
-                       "no sequential cutoff (quick: fib(25))", expect=(832_040, 75_025)),
-    "fib35": dict(desc="fib(35) as binary fork-join, no sequential cutoff (quick: fib(30); "
-                       "3 rounds: Go and tokio take tens of seconds a run)",
-                  expect=(9_227_465, 832_040), max_reps=3),
-    "recursive_count": dict(desc="recursive async count to 1,000,000, each level deferred to "
-                                 "the scheduler (seed 001; quick: 100,000)",
-                            expect=(1_000_000, 100_000)),
-    "yield_storm": dict(desc="1,000 tasks each yielding 1,000 times (quick: 100 tasks)",
-                        expect=(1_000_000, 100_000)),
-    "ping_pong": dict(desc="two tasks hand a counter back and forth, 100,000 round trips "
-                           "(quick: 10,000)", expect=(100_000, 10_000)),
-    "jobs_100": dict(desc="seed 004: 100 jobs of 10-50 ms simulated I/O (delay = 10 + 37 i mod "
-                          "41 ms), ids summed by one consumer (quick: 20 jobs)",
-                     expect=(_sum_below(100), _sum_below(20))),
-    "for_async_1m": dict(desc="parallel loop over 1,000,000 no-op bodies (seed 000's "
-                              "ForAsync; quick: 100,000)", expect=(1_000_000, 100_000)),
-    "channel_spsc_bounded": dict(desc="10,000,000 items, 1 producer, 1 consumer, capacity 1024 "
-                                      "(quick: 1,000,000)",
-                                 expect=(_sum_below(10_000_000), _sum_below(1_000_000))),
-    "channel_spsc_unbounded": dict(desc="10,000,000 items, 1 producer, 1 consumer, unbounded "
-                                        "(quick: 1,000,000)",
-                                   expect=(_sum_below(10_000_000), _sum_below(1_000_000))),
-    "channel_mpmc_bounded": dict(desc="10,000,000 items, 2 producers x 2 consumers, capacity "
-                                      "1024 (quick: 1,000,000)",
-                                 expect=(_sum_below(10_000_000), _sum_below(1_000_000))),
-    "channel_mpmc_unbounded": dict(desc="10,000,000 items, 2 producers x 2 consumers, unbounded "
-                                        "(quick: 1,000,000)",
-                                   expect=(_sum_below(10_000_000), _sum_below(1_000_000))),
-    "async_generator": dict(desc="an async generator yields 0..999,999 without waiting, the "
-                                 "consumer sums them (C#: await foreach over an async iterator; "
-                                 "issue 22; no seed figure; quick: 100,000)",
-                            expect=(_sum_below(1_000_000), _sum_below(100_000))),
-    "for_async_delay_100": dict(desc="parallel loop over 100 bodies that each await delay(1 ms) "
-                                     "(seed 000's Parallel.ForAsync: 89 ms on .NET 8); the "
-                                     "default degree (cores) and 100; quick: the same",
-                                expect=(100, 100)),
-    "rw_lock_stress": dict(desc="seed 000: rounds of 100 pool items that each enter and leave a "
-                                "read lock, for 2 s (quick: 0.3 s; 3 rounds); checksum = "
-                                "acquisitions that took 10 ms or more (.NET 6: ~100 in 10 s, "
-                                ".NET 7: none)", expect=None, any_checksum=True,
-                           checksum_label="acquisitions >= 10 ms", max_reps=3),
-    "multiple_serial": dict(desc="seed 000's MultipleSerial: 8 x rent + clear a 4 KiB buffer, "
-                                 "yield, 8 x read every byte and return; 100,000 iterations "
-                                 "(quick: 10,000; 3 rounds; .NET 7: 9.3 us per iteration, "
-                                 ".NET 6: 14.3 us)", expect=(100_000, 10_000), max_reps=3),
-    "sync_over_async": dict(desc="seed 000: 4 x cores pool items block on one unfinished task, "
-                                 "one more item completes it (fresh process, no warm-up); "
-                                 "Mean = time until all have run", expect=None, timeline=True),
-    "barrier": dict(desc="seed 000: 2 x cores + 1 pool items and the main thread meet at a "
-                         "barrier (fresh process, no warm-up)", expect=None, timeline=True),
-    "echo_1": dict(desc="TCP echo on loopback, 1 connection: 20,000 round trips of a 64-byte "
-                        "message, one after another, after 200 unmeasured (quick: 2,000 after 20); "
-                        "client: bench/loadgen (Go), the same for every server; " + SHARED_CORES,
-                   server="echo",
-                   load=dict(conns=1, requests=(20_000, 2_000), warmup=(200, 20)),
-                   expect=(20_000, 2_000)),
-    "echo_64": dict(desc="TCP echo on loopback, 64 connections at once, each 500 round trips of "
-                         "a 64-byte message after 20 unmeasured (quick: 50 after 5); client: "
-                         "bench/loadgen, as echo_1; " + SHARED_CORES, server="echo",
-                    load=dict(conns=64, requests=(32_000, 3_200), warmup=(20, 5)),
-                    expect=(32_000, 3_200)),
-    "echo_1000": dict(desc="TCP echo on loopback, 1,000 connections at once, each 200 round trips "
-                           "of a 64-byte message after 2 unmeasured (quick: 3 after 1; 3 rounds); "
-                           "client: bench/loadgen, as echo_1 (run.py raises the descriptor "
-                           "limit to the hard limit); " + SHARED_CORES,
-                      server="echo", load=dict(conns=1000, requests=(200_000, 3_000), warmup=(2, 1)),
-                      expect=(200_000, 3_000), max_reps=3),
-    "files_seq_read": dict(desc="the first 256 MiB of a file in the page cache in 64 KiB "
-                                "sequential reads, one after another (quick: 16 MiB; 3 rounds)",
-                           expect=FILES_READ_BYTES, files=True, max_reps=3),
-    "files_rand_read": dict(desc="100,000 reads of 4 KiB at random block offsets of that file, one "
-                                 "after another (quick: 5,000 in its first 16 MiB; 3 rounds); "
-                                 "checksum: the first bytes of the blocks read, summed",
-                            expect=(_random_read_sum(100_000, FILES_READ_BYTES[0]),
-                                    _random_read_sum(5_000, FILES_READ_BYTES[1])),
-                            files=True, max_reps=3),
-    "files_rand_read_16": dict(desc="the same 100,000 random 4 KiB reads split over 16 concurrent "
-                                    "tasks, goroutines or threads (quick: 5,000; 3 rounds)",
-                               expect=(_random_read_sum(100_000, FILES_READ_BYTES[0]),
-                                       _random_read_sum(5_000, FILES_READ_BYTES[1])),
-                               files=True, max_reps=3),
-    "files_seq_write": dict(desc="64 MiB written to a new file in 64 KiB sequential writes, no "
-                                 "fsync (quick: 16 MiB; 3 rounds)",
-                            expect=(64 << 20, 16 << 20), files=True, max_reps=3),
-    "files_rand_write": dict(desc="25,000 writes of 4 KiB at random block offsets of the read "
-                                  "file, each block rewritten with the bytes it holds, no fsync "
-                                  "(quick: 1,000 in its first 16 MiB; 3 rounds)",
-                             expect=(25_000 * FILES_BLOCK, 1_000 * FILES_BLOCK), files=True,
-                             max_reps=3),
-    "sync_over_async_server": dict(desc="seed 002's sync-over-async server: a 64-byte echo "
-                                        "whose handler, for a message starting with 'B', first "
-                                        "waits synchronously for a task that completes 100 ms "
-                                        "later; 8 connections send only those, 56 others echo "
-                                        "for 2 s (quick: 0.3 s; 3 rounds), measured (bench/loadgen; a "
-                                        "round trip still unanswered 1 s after the end counts "
-                                        "with its wait so far). A server that keeps answering "
-                                        "has a p99 far below 100 ms; " + SHARED_CORES,
-                                   server="sync_over_async_server",
-                                   load=dict(conns=56, blocking=8, duration=(2, 0.3),
-                                             warmup=(5, 5)),
-                                   expect=None, any_checksum=True, max_reps=3, threads=True,
-                                   extra_label=("blocking_requests",
-                                                             "blocking requests answered")),
-    "plaintext": dict(desc="TechEmpower's plaintext: HTTP/1.1 GET /plaintext answered "
-                           "'Hello, World!', keep-alive, not pipelined; wrk with 256 connections "
-                           "and cores/2 threads for 5 s after a 1 s warm-up (quick: 1 s, no "
-                           "warm-up; 3 rounds); " + SHARED_CORES,
-                      server="plaintext", wrk=dict(conns=256, seconds=(5, 1), warmup_s=(1, 0)),
-                      expect=None, max_reps=3),
-    "plaintext_pipelined": dict(desc="TechEmpower's plaintext pipelined: the same GET /plaintext, "
-                                     "16 requests per write (bench/wrk/pipeline.lua), each "
-                                     "answered in order; wrk with 256 connections and cores/2 "
-                                     "threads for 3 s after a 1 s warm-up (quick: 1 s, no "
-                                     "warm-up; 3 rounds); " + SHARED_CORES + ". No p50/p99: "
-                                     "wrk corrects its latencies for "
-                                     "coordinated omission as if every round trip carried one "
-                                     "request, which gives nonsense (0, or a p50 above the mean) "
-                                     "with 16",
-                                server="plaintext",
-                                wrk=dict(conns=256, seconds=(3, 1), warmup_s=(1, 0), pipeline=16),
-                                expect=None, max_reps=3),
-}
-
-# tpl's thread-injection programs (examples/), one row per pool policy / barrier kind:
-# (group, executable, row label, arguments).
-TPL_EXAMPLES = [
-    ("sync_over_async", "example_sync_over_async", "adaptive pool", ["--policy", "adaptive"]),
-    ("sync_over_async", "example_sync_over_async", "eager pool", ["--policy", "eager"]),
-    ("barrier", "example_barrier", "adaptive pool, tpl::barrier", ["--policy", "adaptive", "--barrier", "cooperating"]),
-    ("barrier", "example_barrier", "adaptive pool, bare std::barrier", ["--policy", "adaptive", "--barrier", "std"]),
-    ("barrier", "example_barrier", "eager pool, tpl::barrier", ["--policy", "eager", "--barrier", "cooperating"]),
-    ("barrier", "example_barrier", "eager pool, bare std::barrier", ["--policy", "eager", "--barrier", "std"]),
-]
-
-# tpl's servers of the server groups (GROUPS' "server" kind; examples/, run with the port 0):
-# (kind, executable, row label, arguments, environment).
-TPL_SERVERS = [
-    ("echo", "example_echo_server", "example_echo_server, completions on the pool (default)", ["0"],
-     {"TPL_SOCKETS_INLINE_COMPLETIONS": "0"}),
-    ("echo", "example_echo_server", "example_echo_server, inline completions", ["0"],
-     {"TPL_SOCKETS_INLINE_COMPLETIONS": "1"}),
-    ("sync_over_async_server", "example_sync_over_async_server",
-     "tpl::delay(100 ms).wait() in the handler, completions on the pool (default)", ["0"],
-     {"TPL_SOCKETS_INLINE_COMPLETIONS": "0"}),
-    ("sync_over_async_server", "example_sync_over_async_server",
-     "tpl::delay(100 ms).wait() in the handler, inline completions", ["0"],
-     {"TPL_SOCKETS_INLINE_COMPLETIONS": "1"}),
-    ("plaintext", "example_http_hello", "example_http_hello, completions on the pool (default)",
-     ["0"], {"TPL_SOCKETS_INLINE_COMPLETIONS": "0"}),
-    ("plaintext", "example_http_hello", "example_http_hello, inline completions", ["0"],
-     {"TPL_SOCKETS_INLINE_COMPLETIONS": "1"}),
-]
-
-# tpl_micro_bench's groups (bench/micro/*.cpp, "Group/Method" names) -> description.
-MICRO_GROUPS: dict[str, str] = {
-    "value_task_source": "ping-pong between two tasks through two reusable value-task sources "
-                         "(.NET ManualResetValueTaskSourceCore; 0 B per operation is the point)",
-    "async_generator": "one item of an async_generator whose body yields without waiting, and a "
-                       "whole generator of 1,000,000 ints",
-    "async_local": "async_local updates (seed 000: 4 locals x 1,000 updates, 62 ns and 144 B per "
-                   "update on .NET 7) and a task call with a value set",
-    "cancellation": "cancellation_token registrations and sources (seed 000: register + dispose "
-                    "35 ns; create + register + dispose 57 ns, 192 B)",
-    "channel": "channel operations on one thread (item there, waiting reader or writer) and 1M "
-               "items between two threads",
-    "async_mutex": "async_mutex lock / unlock: uncontended, in a coroutine, queued hand-over",
-    "async_manual_reset_event": "async_manual_reset_event: wait on a set event, pending wait + set",
-    "async_auto_reset_event": "async_auto_reset_event: set, then a wait that takes the signal",
-    "async_countdown_event": "async_countdown_event: signal to zero, reset",
-    "spin_lock": "spin_lock lock + unlock: uncontended, with owner tracking, 2 threads",
-    "reader_writer_lock": "reader_writer_lock enter + exit, uncontended (read, write)",
-    "spin_wait": "the first spin_once of a spin_wait (one calibrated spin unit)",
-    "task_sync": "synchronously completing coroutine calls + co_await (seed 000: async Task<T> of "
-                 "a default value 8-13 ns, 0 B)",
-    "cached_tasks": "completed tasks from the cache or the pool",
-    "yield": "co_await tpl::yield() on the default pool (seed 000: Task.Yield 866-919 ns, "
-             "96-112 B)",
-    "await": "await a pending task, then complete it (seed 003: awaiting adds ~4 us, ~300 B)",
-    "when_all": "when_all of 2 pending tasks, then complete both (seed 000: 161 ns, 264 B)",
-    "when_any": "when_any (seed 002: completed + pending 8.4 ns, pending + pending 150 ns; "
-                "seed 000: 3 pending 260 ns, 504 B)",
-    "continue_with": "continue_with(only_on_faulted | execute_synchronously), then set_result "
-                     "(seed 002: 106 ns, 112 B)",
-    "spawn": "co_await tpl::run(fn) from a pool thread",
-    "semaphore": "async_semaphore wait_async / release (seed 000: 100 WaitAsync + Release(100) "
-                 "69 us, 36 KB)",
-    "wait_async": "wait_async with a timeout on a completed task / a task that completes first",
-    "delay": "a 30 s delay completed by fake_time_provider::advance",
-    "timers": "system timers with 100,000 live ones: create + dispose, change",
-}
-
-
-def micro_description(group: str) -> str:
-    return MICRO_GROUPS.get(group, "")
-
-
-@dataclass
-class Entry:
-    """One row of a group: a method of one program."""
-    group: str
-    method: str
-    program: "peers.Program"
-    kind: str = "protocol"        # "protocol" (--run) or "example" (prints a timeline)
-    samples: list = field(default_factory=list)      # ms
-    alloc: list = field(default_factory=list)
-    rss_kb: list = field(default_factory=list)
-    checksums: list = field(default_factory=list)
-    starts: list = field(default_factory=list)       # per sample: list of ms
-    error: str | None = None
-    note: str | None = None
-    wall_s: list = field(default_factory=list)      # whole invocation (start-up, warm-up)
-    argv: list | None = None      # kind "server": the server's command line
-    rps: list = field(default_factory=list)         # server groups: requests/s per sample
-    p50_us: list = field(default_factory=list)
-    p99_us: list = field(default_factory=list)
-    extra: list = field(default_factory=list)       # server groups: the client's other figures
-    threads: list = field(default_factory=list)     # per sample: [[ms, threads], ...] or None
-
-    @property
-    def label(self) -> str:
-        return f"{self.program.runtime} / {self.method}"
 
 
 _RSSWRAP: list[str] = []  # [path] once built (see bench/peers/cpp/rsswrap.c)
@@ -958,15 +652,6 @@ def list_methods(prog: "peers.Program") -> tuple[list[tuple[str, str]], str | No
     return pairs, None if pairs else "--list printed no methods"
 
 
-def gxx_version() -> str:
-    try:
-        out = subprocess.run(["g++", "-dumpfullversion"], stdout=subprocess.PIPE, text=True,
-                             timeout=30).stdout.strip()
-        return out or "?"
-    except (OSError, subprocess.TimeoutExpired):
-        return "?"
-
-
 def discover_tpl(build: Path, failures: list[str]) -> tuple[list[Entry], list[str]]:
     """tpl's methods: every tpl_wl_* --list, plus the injection examples."""
     entries: list[Entry] = []
@@ -1049,282 +734,6 @@ def run_groups(groups: dict[str, list[Entry]], reps: int, quick: bool, timeout: 
             sys.stderr.write("\r\033[K")
         print(f"   {group}: {len(entries)} methods x {g_reps} rounds in "
               f"{time.monotonic() - g0:.1f} s", flush=True)
-
-
-def summarize(group: str, entries: list[Entry], programs: list, tpl_present: bool) -> dict:
-    rows = []
-    for e in entries:
-        row = {"method": e.method, "runtime": e.program.runtime, "program": e.program.key,
-               "samples_ms": e.samples, "checksums": e.checksums, "allocated_bytes": e.alloc,
-               "peak_rss_kb": e.rss_kb, "error": e.error, "note": e.note,
-               "invocation_wall_s": e.wall_s}
-        if any(s is not None for s in e.starts):
-            row["starts_ms"] = e.starts
-        if e.kind == "server":
-            row.update(requests_per_s=e.rps, p50_us=e.p50_us, p99_us=e.p99_us, client_extra=e.extra)
-            if any(t for t in e.threads):
-                row["threads"] = e.threads
-            if e.rps and not e.error:
-                row.update(rps_median=statistics.median(e.rps), rps_min=min(e.rps),
-                           rps_max=max(e.rps), p50_us_median=_median_or_none(e.p50_us),
-                           p99_us_median=_median_or_none(e.p99_us))
-        if e.samples and not e.error:
-            row["median_ms"] = statistics.median(e.samples)
-            row["min_ms"], row["max_ms"] = min(e.samples), max(e.samples)
-            allocs = [a for a in e.alloc if a is not None]
-            row["allocated_median"] = statistics.median(allocs) if allocs else None
-            row["peak_rss_kb_max"] = max(e.rss_kb) if e.rss_kb else None
-        rows.append(row)
-    present = {e.program.key for e in entries}
-    skipped = [f"{p.runtime} ({p.skipped})" for p in programs if p.skipped]
-    no_idiom = [p.runtime for p in programs if not p.skipped and p.key not in present]
-    return {"description": GROUPS.get(group, {}).get("desc", ""), "rows": rows,
-            "server": GROUPS.get(group, {}).get("server"),
-            "extra_label": GROUPS.get(group, {}).get("extra_label"),
-            "checksum_label": GROUPS.get(group, {}).get("checksum_label"),
-            "tpl": "present" if tpl_present else "not built yet",
-            "skipped": skipped, "not_in_group": no_idiom}
-
-
-def _median_or_none(xs: list) -> float | None:
-    """The median, or None where a sample has none (the pipelined group's latencies)."""
-    return None if not xs or any(x is None for x in xs) else statistics.median(xs)
-
-
-def fmt_rps(x: float) -> str:
-    return f"{x:,.0f}"
-
-
-def _fmt_us(us: float | None) -> str:
-    return fmt_time_ns(None if us is None else us * 1e3)
-
-
-def server_group_table(s: dict) -> list[str]:
-    """Requests/s (median of the rounds), its range, the ratio to the first row's (higher is
-    better), the medians of the rounds' p50 and p99 latencies and the server's peak RSS."""
-    headers = ["Method", "Runtime", "Requests/s", "Min-Max", "Ratio", "p50", "p99", "Peak RSS"]
-    rows = []
-    if s["tpl"] != "present":
-        rows.append(["tpl: not built yet", "tpl", "-", "-", "-", "-", "-", "-"])
-    base = next((r["rps_median"] for r in s["rows"] if r.get("rps_median")), None)
-    for r in s["rows"]:
-        if r.get("rps_median") is None:
-            rows.append([r["method"], r["runtime"], "FAILED", (r["error"] or "")[:60],
-                         "-", "-", "-", "-"])
-            continue
-        rss = r.get("peak_rss_kb_max")
-        rows.append([r["method"], r["runtime"], fmt_rps(r["rps_median"]),
-                     f"{fmt_rps(r['rps_min'])} - {fmt_rps(r['rps_max'])}",
-                     fmt_ratio(r["rps_median"], base), _fmt_us(r["p50_us_median"]),
-                     _fmt_us(r["p99_us_median"]), fmt_bytes(rss * 1024) if rss else "-"])
-    return table_lines(headers, rows)
-
-
-def group_table(group: str, s: dict) -> list[str]:
-    if s.get("group_skipped"):
-        return [f"Skipped: {s['group_skipped']}."]
-    if s.get("server"):
-        return server_group_table(s)
-    headers = ["Method", "Runtime", "Mean", "Min-Max", "Ratio", "Allocated", "Peak RSS"]
-    rows = []
-    if s["tpl"] != "present":
-        rows.append(["tpl: not built yet", "tpl", "-", "-", "-", "-", "-"])
-    base = None
-    for r in s["rows"]:
-        if r.get("median_ms") is not None:
-            base = r["median_ms"]
-            break
-    for r in s["rows"]:
-        if r.get("median_ms") is None:
-            rows.append([r["method"], r["runtime"], "FAILED", (r["error"] or "")[:60],
-                         "-", "-", "-"])
-            continue
-        rss = r.get("peak_rss_kb_max")
-        rows.append([r["method"], r["runtime"], fmt_time_ns(r["median_ms"] * 1e6),
-                     f"{fmt_time_ns(r['min_ms'] * 1e6)} - {fmt_time_ns(r['max_ms'] * 1e6)}",
-                     fmt_ratio(r["median_ms"], base), fmt_bytes(r.get("allocated_median")),
-                     fmt_bytes(rss * 1024) if rss else "-"])
-    return table_lines(headers, rows)
-
-
-def table_lines(headers: list[str], rows: list[list[str]]) -> list[str]:
-    widths = [len(h) for h in headers]
-    for row in rows:
-        for i, cell in enumerate(row):
-            widths[i] = max(widths[i], len(cell))
-
-    def line(cells: list[str]) -> str:
-        out = [c.ljust(w) for c, w in zip(cells[:2], widths[:2])]
-        out += [c.rjust(w) for c, w in zip(cells[2:], widths[2:])]
-        return "| " + " | ".join(out) + " |"
-
-    sep = "|" + "|".join(("-" * (w + 1) + ":") if i >= 2 else ("-" * (w + 2))
-                         for i, w in enumerate(widths)) + "|"
-    return [line(headers), sep] + [line(r) for r in rows]
-
-
-def group_footer(s: dict) -> list[str]:
-    out = [f"Note: {r['runtime']} / {r['method']}: {r['note']}" for r in s["rows"] if r.get("note")]
-    extra = s.get("extra_label")
-    if extra:
-        key, text = extra
-        out.append(f"{text[0].upper()}{text[1:]}, per round: " + "; ".join(
-            f"{r['runtime']} / {r['method']}: "
-            + (", ".join(str(x.get(key, "-")) for x in r.get("client_extra", [])) or "-")
-            for r in s["rows"]) + ".")
-    if any(r.get("threads") for r in s["rows"]):
-        out.append("Server threads (/proc/PID/status while the client ran; start -> peak), per "
-                   "round: " + "; ".join(
-                       f"{r['runtime']} / {r['method']}: " + ", ".join(
-                           f"{t[0][1]} -> {max(n for _, n in t)}" if t else "-"
-                           for t in r.get("threads", [])) for r in s["rows"]) + ".")
-    label = s.get("checksum_label")
-    if label:
-        runtimes = [r["runtime"] for r in s["rows"]]
-        out.append(f"Checksums ({label}), per round: " + "; ".join(
-            (r["runtime"] if runtimes.count(r["runtime"]) == 1
-             else f"{r['runtime']} / {r['method']}")
-            + ": " + (", ".join(str(c) for c in r["checksums"]) or "-") for r in s["rows"]) + ".")
-    if s["not_in_group"]:
-        out.append("Not in this group (no program for it): " + ", ".join(s["not_in_group"]) + ".")
-    if s["skipped"]:
-        out.append("Skipped peers: " + "; ".join(s["skipped"]) + ".")
-    return out
-
-
-# --------------------------------------------------------------------------- #
-# machine description, docs, plots
-# --------------------------------------------------------------------------- #
-def machine_description() -> dict:
-    d = {"platform": platform.platform(), "cores": _cores(), "cpu_count": os.cpu_count()}
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                d["cpu"] = line.split(":", 1)[1].strip()
-                break
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemTotal"):
-                d["memory_gib"] = round(int(line.split()[1]) / 1024 / 1024, 1)
-        d["loadavg_start"] = Path("/proc/loadavg").read_text().split()[:3]
-    except OSError:
-        pass
-    try:
-        for line in Path("/etc/os-release").read_text().splitlines():
-            if line.startswith("PRETTY_NAME="):
-                d["os"] = line.split("=", 1)[1].strip('"')
-    except OSError:
-        pass
-    return d
-
-
-DOC_BEGIN = "<!-- bench:begin (generated by bench/run.py --docs; edit outside this region) -->"
-DOC_END = "<!-- bench:end -->"
-
-
-def write_docs(results: dict, micro_tables: list[str], plots: list[str], path: Path) -> None:
-    m = results["machine"]
-    load = results.get("loadavg_end", ["?"])
-    lines = [DOC_BEGIN, "", "## Results", "",
-             f"Machine: {m.get('cpu', '?')}, {m.get('cores')} cores, "
-             f"{m.get('memory_gib', '?')} GiB, {m.get('os', '?')}; tpl built with g++ "
-             f"{gxx_version()} -O2 (release preset). Run {results['date']} with "
-             f"`{results['command']}` ({results['reps']} rounds per group, "
-             f"{results['elapsed_s'] / 60:.1f} min in all). Load average at the start "
-             f"{' '.join(m.get('loadavg_start', ['?']))}, at the end {' '.join(load)}: "
-             "the machine is shared (other builds ran at the same time), so the figures are "
-             "noisy; compare rows of one table (they were interleaved), not runs.", "",
-             "Mean is the median of the rounds, Min-Max their range, Ratio the Mean over the "
-             "first row's. Server groups (echo_*, plaintext*, sync_over_async_server) show "
-             "requests/s instead: the median of the rounds, their range, Ratio = requests/s over "
-             "the first row's (higher is better), and the medians of the rounds' p50 and p99 "
-             "latencies (not for plaintext_pipelined: see its description); their Peak RSS is "
-             "the server's. Allocated: bytes allocated by the measured run (tpl: global "
-             "operator new; Go: MemStats.TotalAlloc; .NET Core: GC.GetTotalAllocatedBytes; "
-             "Java: all threads' allocated bytes; '-' where not measurable). Peak RSS: the "
-             "whole process's (for Java and .NET it includes the VM and its heap sizing).", "",
-             "Peers:", ""]
-    for p in results["peers"]:
-        lines.append(f"- {p['runtime']}: " + (f"skipped: {p['skipped']}" if p["skipped"]
-                                               else "built and run"))
-    lines.append("")
-    for group, s in results["groups"].items():
-        lines += [f"### {group}", "", s["description"], ""]
-        lines += group_table(group, s)
-        foot = group_footer(s)
-        if foot:
-            lines += [""] + foot
-        lines.append("")
-        for p in plots:
-            if Path(p).stem in (f"bench-{group}", f"timeline-{group}", f"threads-{group}"):
-                rel = os.path.relpath(p, path.parent)
-                lines += [f"![{Path(p).stem}]({rel})", ""]
-    if micro_tables:
-        lines += ["### Micro-benchmarks (`tpl_micro_bench`, tpl only)", ""] + micro_tables + [""]
-    lines.append(DOC_END)
-    text = path.read_text() if path.exists() else "# Benchmarks\n"
-    block = "\n".join(lines)
-    if DOC_BEGIN in text and DOC_END in text:
-        pre = text.split(DOC_BEGIN)[0]
-        post = text.split(DOC_END, 1)[1]
-        text = pre + block + post
-    else:
-        text = text.rstrip("\n") + "\n\n" + block + "\n"
-    path.write_text(text)
-    print(f"docs written to {path}")
-
-
-def find_matplotlib_python(venv: Path, allow_install: bool) -> tuple[str | None, str]:
-    cands = [sys.executable, "/usr/bin/python3", str(venv / "bin" / "python")]
-    for py in cands:
-        if Path(py).exists():
-            try:
-                if subprocess.run([py, "-c", "import matplotlib"], stdout=subprocess.DEVNULL,
-                                  stderr=subprocess.DEVNULL, timeout=120).returncode == 0:
-                    return py, ""
-            except (OSError, subprocess.TimeoutExpired):
-                pass
-    if not allow_install:
-        return None, "matplotlib not found"
-    ok, why = peers.ensure_venv(venv, ["matplotlib"])
-    return (str(venv / "bin" / "python"), "") if ok else (None, why)
-
-
-def micro_markdown(micro: dict | None) -> list[str]:
-    if not micro or not micro.get("summary"):
-        return []
-    out = []
-    for group, entries in micro["summary"].items():
-        base = entries[0]["mean_ns"] if entries else None
-        rows = [[e["method"], "tpl", fmt_time_ns(e["mean_ns"]), "-",
-                 fmt_ratio(e["mean_ns"], base), fmt_bytes(e["bytes_per_op"]), "-"]
-                for e in entries]
-        desc = micro_description(group)
-        out += [f"#### {group}", ""] + ([desc, ""] if desc else [])
-        out += table_lines(["Method", "Runtime", "Mean", "Min-Max", "Ratio", "Allocated",
-                            "Peak RSS"], rows)
-        out.append("")
-    return out
-
-
-def regen_docs() -> int:
-    """--regen-docs: README.md's figures and docs/benchmarks.md's descriptions, no runs."""
-    docs = REPO_ROOT / "docs" / "benchmarks.md"
-    saved = REPO_ROOT / "docs" / "bench-results.json"
-    text = docs.read_text()
-    if saved.exists():
-        results = json.loads(saved.read_text())
-        print(f"figures from {saved}")
-    else:
-        results = readme_figures.results_from_docs(text, DOC_BEGIN, DOC_END)
-        print(f"figures from the tables of {docs} (no {saved.name} yet)")
-    new = readme_figures.refresh_descriptions(
-        text, DOC_BEGIN, DOC_END, {g: spec.get("desc", "") for g, spec in GROUPS.items()},
-        MICRO_GROUPS)
-    if new != text:
-        docs.write_text(new)
-        print(f"group descriptions brought up to date in {docs}")
-    readme_figures.write_readme(results, REPO_ROOT / "README.md")
-    return 0
 
 
 # --------------------------------------------------------------------------- #
@@ -1427,7 +836,7 @@ def main() -> int:
         for group in sorted({split_name(n.strip())[0] for n in out.splitlines() if n.strip()}):
             if not micro_description(group):
                 failures.append(f"micro-benchmark group {group}: no description "
-                                "(add it to MICRO_GROUPS in bench/run.py)")
+                                "(add it to MICRO_GROUPS in bench/groups.py)")
 
     plots: list[str] = []
     if not args.no_workloads:
