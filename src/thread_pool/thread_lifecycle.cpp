@@ -21,6 +21,7 @@
 #include <pthread.h>
 #endif
 
+#include "../env_parse.hpp"
 #include "pool_impl.hpp"
 #include "tpl/detail/futex.hpp"
 
@@ -75,10 +76,7 @@ thread_pool::impl::~impl() {
 
 bool thread_pool::impl::park_alarm_from_environment() {
   const char* v = std::getenv("TPL_THREADPOOL_PARK_ALARM");
-  if (v == nullptr) return true;
-  if (std::strcmp(v, "1") == 0) return true;
-  if (std::strcmp(v, "0") == 0) return false;
-  throw std::invalid_argument(std::string("TPL_THREADPOOL_PARK_ALARM: expected 0 or 1, got '") + v + "'");
+  return v == nullptr || detail::parse_environment_bool("TPL_THREADPOOL_PARK_ALARM", v);
 }
 
 void thread_pool::impl::update_goal(thread_pool_reason why) {
