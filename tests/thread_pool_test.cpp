@@ -594,6 +594,17 @@ TEST(thread_pool, the_lost_wakeup_alarm_never_fires_across_bursts_and_idle_perio
   EXPECT_EQ(pool.stats().wakeups_by_park_timeout, 0u);
 }
 
+TEST(thread_pool, a_malformed_trace_variable_is_rejected) {
+  ASSERT_EQ(setenv("TPL_THREADPOOL_TRACE", "on", 1), 0);
+  EXPECT_THROW(tpl::thread_pool pool({.thread_count = 1}), std::invalid_argument);
+  ASSERT_EQ(setenv("TPL_THREADPOOL_TRACE", "0", 1), 0);
+  {
+    tpl::thread_pool pool({.thread_count = 1});
+    EXPECT_EQ(tpl::sync_wait(tpl::run(pool, [] { return 5; })), 5);
+  }
+  unsetenv("TPL_THREADPOOL_TRACE");
+}
+
 TEST(thread_pool, a_malformed_park_alarm_variable_is_rejected) {
   ASSERT_EQ(setenv("TPL_THREADPOOL_PARK_ALARM", "yes", 1), 0);
   try {

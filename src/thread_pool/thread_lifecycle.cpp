@@ -12,7 +12,6 @@
 //     for every thread to exit, then runs what is left on the calling thread.
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <stdexcept>
 #include <string>
 #include <system_error>
@@ -58,7 +57,7 @@ thread_pool::impl::impl(thread_pool* owner, thread_pool_options opts)
   hc_sample_ms.store(hc.sample_ms(), std::memory_order_relaxed);
   hc_control.store(hc.control_setting(), std::memory_order_relaxed);
   counts.store(detail::thread_counts{0, 0, static_cast<std::uint16_t>(min)}.pack(), std::memory_order_relaxed);
-  if (const char* t = std::getenv("TPL_THREADPOOL_TRACE"); t != nullptr && std::strcmp(t, "1") == 0)
+  if (const char* t = std::getenv("TPL_THREADPOOL_TRACE"); t != nullptr && detail::parse_environment_bool("TPL_THREADPOOL_TRACE", t))
     trace.store(true, std::memory_order_relaxed);
   park_alarm = park_alarm_from_environment();
   // The gate first: if it cannot start, no worker exists yet and the exception leaves nothing
