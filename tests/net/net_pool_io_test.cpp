@@ -106,7 +106,7 @@ TEST(net_pool_io, the_io_summary_event_reaches_the_listener_and_the_trace) {
   pool.set_event_listener({});
   pool.set_trace([] {  // back to what TPL_THREADPOOL_TRACE asked for
     const char* t = std::getenv("TPL_THREADPOOL_TRACE");
-    return t != nullptr && std::strcmp(t, "1") == 0;
+    return t != nullptr && (std::strcmp(t, "1") == 0 || std::strcmp(t, "true") == 0);
   }());
   const std::string err = testing::internal::GetCapturedStderr();
   ASSERT_TRUE(arrived) << "no io_summary after " << round_trips << " round trips";
