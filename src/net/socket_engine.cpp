@@ -10,15 +10,15 @@
 // all to its ready queue (a ring under a mutex; each entry holds a reference to its target) and
 // then, unless an item is already requested, queues ONE work item on the pool. That item clears
 // `processing_requested`, claims one event and, if more remain queued behind it (seen in the same
-// locked pop), requests a helper (a copy of itself) unless one is requested; then it handles
-// events one at a time until the queue is empty or its time slice is over (then it requests a
-// helper before it returns). A lone event thus costs one pool item, not two: the helper exists
-// so that events already queued do not wait behind a handler that blocks, and an event pushed
-// later is covered by the engine's own request (next paragraph). The batch is thus spread over
-// as many workers as are free, Parallel.For style, without one pool item per event, which
-// contended the pool's queues and fed back into hill climbing. The items are coroutines ("runners") that park on the
-// engine's idle list after each run and are queued again from there, so a steady load queues them
-// without allocating; there are never more runners than items that ran at once.
+// locked pop), requests a helper (a copy of itself) unless one is requested; then it handles events
+// one at a time until the queue is empty or its time slice is over (then it requests a helper
+// before it returns). A lone event thus costs one pool item, not two: the helper exists so that
+// events already queued do not wait behind a handler that blocks, and an event pushed later is
+// covered by the engine's own request (next paragraph). The batch is thus spread over as many
+// workers as are free, Parallel.For style, without one pool item per event, which contended the
+// pool's queues and fed back into hill climbing. The items are coroutines ("runners") that park on
+// the engine's idle list after each run and are queued again from there, so a steady load queues
+// them without allocating; there are never more runners than items that ran at once.
 //
 // Why no event is left in the queue with no item coming. Invariant: while processing_requested is
 // true, an item is queued that has not yet cleared it, and that item clears it *before* it pops.
@@ -214,7 +214,7 @@ class socket_engine {
       ev.target->on_readiness(ev.bits);
       ev.target->release();
       if (std::chrono::steady_clock::now() - start >= kBatchTimeSliceMs) break;
-      if (!pop(ev, more)) return;
+      if (!pop(ev, more)) return;  // the loop's pops request no helper (the model checks it)
     }
     request_processing();  // events remain: someone must come for them
   }
