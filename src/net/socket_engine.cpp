@@ -9,13 +9,16 @@
 // Hand-off (default mode). One epoll_wait returns a batch of events. The engine thread appends them
 // all to its ready queue (a ring under a mutex; each entry holds a reference to its target) and
 // then, unless an item is already requested, queues ONE work item on the pool. That item clears
-// `processing_requested`, claims one event, requests a helper (a copy of itself) if none is
-// requested, and handles events one at a time until the queue is empty or its time slice is over
-// (then it requests a helper before it returns). The batch is thus spread over as many workers
-// as are free, Parallel.For style, without one pool item per event, which contended the pool's
-// queues and fed back into hill climbing. The items are coroutines ("runners") that park on the
-// engine's idle list after each run and are queued again from there, so a steady load queues them
-// without allocating; there are never more runners than items that ran at once.
+// `processing_requested`, claims one event and, if more remain queued behind it (seen in the same
+// locked pop), requests a helper (a copy of itself) unless one is requested; then it handles events
+// one at a time until the queue is empty or its time slice is over (then it requests a helper
+// before it returns). A lone event thus costs one pool item, not two: the helper exists so that
+// events already queued do not wait behind a handler that blocks, and an event pushed later is
+// covered by the engine's own request (next paragraph). The batch is thus spread over as many
+// workers as are free, Parallel.For style, without one pool item per event, which contended the
+// pool's queues and fed back into hill climbing. The items are coroutines ("runners") that park on
+// the engine's idle list after each run and are queued again from there, so a steady load queues
+// them without allocating; there are never more runners than items that ran at once.
 //
 // Why no event is left in the queue with no item coming. Invariant: while processing_requested is
 // true, an item is queued that has not yet cleared it, and that item clears it *before* it pops.
@@ -23,7 +26,10 @@
 // (seq_cst) and then pops under the mutex. If an item's pop took the mutex before the engine's
 // push, that item's clear happens-before the engine's exchange, which therefore reads false (and
 // queues an item) or a later true whose item clears and pops later still. Otherwise the pop comes
-// after the push and sees the event. Either way someone pops it.
+// after the push and sees the event. Either way someone pops it; an item that pops one event of
+// several requests a helper for the rest, so a handler that blocks strands none of them.
+// tests/net/net_model_batch_test.cpp checks this in every interleaving (handlers that block for
+// good included), with known-bad variants: the flag cleared after the pop, no helper at all.
 //
 // Why no readiness is lost between the engine and an operation: socket_context.hpp (an operation
 // reads its direction's sequence number before its syscall and registers as waiting only if the
@@ -109,6 +115,7 @@ class ready_ring {
     slots_[(head_ + count_) & (slots_.size() - 1)] = e;
     ++count_;
   }
+  bool empty() const noexcept { return count_ == 0; }
   bool pop(ready_event& e) noexcept {
     if (count_ == 0) return false;
     e = slots_[head_];
@@ -199,22 +206,25 @@ class socket_engine {
     // seq_cst: must precede this item's pop in the order the engine's exchange sees (file header).
     processing_requested_.store(false, std::memory_order_seq_cst);
     ready_event ev;
-    if (!pop(ev)) return;
-    request_processing();
+    bool more = false;
+    if (!pop(ev, more)) return;
+    if (more) request_processing();
     const auto start = std::chrono::steady_clock::now();
     for (;;) {
       ev.target->on_readiness(ev.bits);
       ev.target->release();
       if (std::chrono::steady_clock::now() - start >= kBatchTimeSliceMs) break;
-      if (!pop(ev)) return;
+      if (!pop(ev, more)) return;  // the loop's pops request no helper (the model checks it)
     }
     request_processing();  // events remain: someone must come for them
   }
 
  private:
-  bool pop(ready_event& ev) noexcept {
+  bool pop(ready_event& ev, bool& more) noexcept {
     std::lock_guard g(queue_lock_);
-    return ready_.pop(ev);
+    const bool got = ready_.pop(ev);
+    more = !ready_.empty();
+    return got;
   }
 
   void request_processing() noexcept {
