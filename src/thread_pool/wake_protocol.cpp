@@ -24,7 +24,6 @@
 //     The alarm look (kParkAlarmPeriodMs) is not part of the protocol: see stranded_work_seen().
 #include <algorithm>
 #include <cstdio>
-#include <thread>
 
 #include "pool_impl.hpp"
 #include "tpl/detail/config.hpp"
@@ -191,11 +190,6 @@ void* thread_pool::impl::spin_for_work(worker& self) {
     // acquire: pairs with shutdown()'s release store.
     if (stopping.load(std::memory_order_acquire)) return nullptr;
     if ((i & 7) != 7) continue;
-    // Every few microseconds, give the core to any thread waiting for it (an I/O engine thread
-    // just woken by the kernel, a client on a small machine): a spinner that keeps the core while
-    // the thread that would produce its next item waits for one only delays that item. On an idle
-    // core sched_yield returns at once.
-    std::this_thread::yield();
     const auto now = clock::now();
     if (now < deadline) continue;
     // Watching another worker's slot item: stay, once, until it is due, so that an item whose
