@@ -47,8 +47,6 @@ enum item_pc : std::uint8_t {
   kPcs
 };
 
-constexpr int kMaxBatches = 3;
-
 struct state {
   std::uint8_t queue = 0;           // events in the ready queue
   bool flag = false;                // processing_requested
