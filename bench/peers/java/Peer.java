@@ -10,7 +10,7 @@
 // Written as a Java 21+ programmer would: virtual threads with blocking queues where Go would use
 // goroutines and channels, ForkJoinPool / parallel streams / CompletableFuture for fork-join and
 // task chains; for I/O, a virtual thread per connection on blocking java.net sockets (the JDK parks
-// the virtual thread and waits on its poller) and FileChannel positional reads. Needs JDK 21+
+// the virtual thread and waits on its poller) and FileChannel for files. Needs JDK 21+
 // (virtual threads).
 import java.io.IOException;
 import java.io.InputStream;
