@@ -3,11 +3,27 @@
 //   java Peer --list                             one "<group>\t<method>" line per method
 //   java Peer --run <group> <method> [--quick]   warm-up at the quick size, one measured run,
 //                                                one JSON line on stdout
+//   java Peer --serve <kind> <method>            a server of a server group: listens on
+//                                                127.0.0.1 (a port the kernel picks), prints
+//                                                "listening on 127.0.0.1:PORT", serves until killed
 //
 // Written as a Java 21+ programmer would: virtual threads with blocking queues where Go would use
 // goroutines and channels, ForkJoinPool / parallel streams / CompletableFuture for fork-join and
-// task chains. Needs JDK 21+ (virtual threads).
+// task chains; for I/O, a virtual thread per connection on blocking java.net sockets (the JDK parks
+// the virtual thread and waits on its poller) and FileChannel for files. Needs JDK 21+
+// (virtual threads).
+import java.io.IOException;
+import java.io.InputStream;
+import java.io.OutputStream;
 import java.lang.management.ManagementFactory;
+import java.net.InetAddress;
+import java.net.ServerSocket;
+import java.net.Socket;
+import java.nio.ByteBuffer;
+import java.nio.channels.FileChannel;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Path;
+import java.nio.file.StandardOpenOption;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.*;
@@ -361,6 +377,228 @@ public final class Peer {
     return slow.get();
   }
 
+  // ---- files groups (bench/groups.py): FileChannel on the file bench/run.py prepared ---------------
+  // TPL_BENCH_FILE: 4 KiB blocks, block b filled with the byte b mod 256, in the page cache;
+  // sequential writes go to TPL_BENCH_WRITE_FILE. Direct buffers: a heap buffer would be copied
+  // through a temporary direct one on every call.
+  static final int FILE_BLOCK = 4096, FILE_SEQ_CHUNK = 64 << 10;
+
+  static long filesReadBytes(boolean quick) { return quick ? 16L << 20 : 256L << 20; }
+
+  static Path filesEnvPath(String name) {
+    String p = System.getenv(name);
+    if (p == null || p.isEmpty()) {
+      System.err.println(name + " is not set (bench/run.py prepares the file)");
+      System.exit(2);
+    }
+    return Path.of(p);
+  }
+
+  /** The LCG every program of the files groups uses: byte offsets of random blocks of the region. */
+  static long[] randomOffsets(int count, long region) {
+    long x = 42, blocks = region / FILE_BLOCK;
+    long[] offsets = new long[count];
+    for (int i = 0; i < count; i++) {
+      x = x * 6364136223846793005L + 1442695040888963407L;  // mod 2^64: Java's long wraps
+      offsets[i] = ((x >>> 33) % blocks) * FILE_BLOCK;
+    }
+    return offsets;
+  }
+
+  /** Fills buf (from 0 to its capacity) with the blocks that start at firstBlock. */
+  static void fillBlocks(ByteBuffer buf, long firstBlock) {
+    buf.clear();
+    for (int i = 0; i < buf.capacity(); i++) buf.put(i, (byte) (firstBlock + i / FILE_BLOCK));
+  }
+
+  static long filesSeqRead(boolean quick) throws IOException {
+    try (FileChannel ch = FileChannel.open(filesEnvPath("TPL_BENCH_FILE"), StandardOpenOption.READ)) {
+      ByteBuffer buf = ByteBuffer.allocateDirect(FILE_SEQ_CHUNK);
+      long limit = filesReadBytes(quick), total = 0;
+      while (total < limit) {
+        buf.clear().limit((int) Math.min(FILE_SEQ_CHUNK, limit - total));
+        int n = ch.read(buf);
+        if (n <= 0) break;
+        total += n;
+      }
+      return total;
+    }
+  }
+
+  /** One block at offset into buf (a positional read: the channel's position is not used). */
+  static void readBlock(FileChannel ch, ByteBuffer buf, long offset) throws IOException {
+    buf.clear();
+    while (buf.hasRemaining()) {
+      if (ch.read(buf, offset + buf.position()) < 0) throw new IOException("end of file at " + offset);
+    }
+  }
+
+  // The random reads split over `readers`: 1 reads on the calling thread; more start a virtual
+  // thread each on the one FileChannel (positional reads are safe to issue concurrently). A file
+  // read blocks the virtual thread's carrier (no poller for files; the JDK may add a carrier for
+  // the time it blocks).
+  static long filesRandRead(boolean quick, int readers) throws Exception {
+    try (FileChannel ch = FileChannel.open(filesEnvPath("TPL_BENCH_FILE"), StandardOpenOption.READ)) {
+      long[] offsets = randomOffsets(pick(quick, 100_000, 5_000), filesReadBytes(quick));
+      long[] sums = new long[readers];
+      List<Thread> ts = new ArrayList<>(readers);
+      List<Throwable> errors = new CopyOnWriteArrayList<>();
+      for (int r = 0; r < readers; r++) {
+        int idx = r, lo = offsets.length * r / readers, hi = offsets.length * (r + 1) / readers;
+        Runnable body = () -> {
+          ByteBuffer buf = ByteBuffer.allocateDirect(FILE_BLOCK);
+          long sum = 0;
+          try {
+            for (int i = lo; i < hi; i++) {
+              readBlock(ch, buf, offsets[i]);
+              sum += buf.get(0) & 0xFF;
+            }
+          } catch (IOException e) {
+            errors.add(e);
+          }
+          sums[idx] = sum;
+        };
+        if (readers == 1) body.run();
+        else ts.add(Thread.ofVirtual().start(body));
+      }
+      for (Thread t : ts) t.join();
+      if (!errors.isEmpty()) throw new IOException(errors.get(0));
+      long sum = 0;
+      for (long s : sums) sum += s;
+      return sum;
+    }
+  }
+
+  static void writeAll(FileChannel ch, ByteBuffer buf, long position) throws IOException {
+    while (buf.hasRemaining()) {
+      if (position < 0) ch.write(buf);
+      else ch.write(buf, position + buf.position());
+    }
+  }
+
+  static long filesSeqWrite(boolean quick) throws IOException {
+    try (FileChannel ch = FileChannel.open(filesEnvPath("TPL_BENCH_WRITE_FILE"), StandardOpenOption.WRITE,
+        StandardOpenOption.CREATE, StandardOpenOption.TRUNCATE_EXISTING)) {
+      ByteBuffer chunk = ByteBuffer.allocateDirect(FILE_SEQ_CHUNK);
+      long size = quick ? 16L << 20 : 64L << 20, total = 0;
+      for (; total < size; total += FILE_SEQ_CHUNK) {
+        fillBlocks(chunk, total / FILE_BLOCK);
+        writeAll(ch, chunk, -1);
+      }
+      return total;
+    }
+  }
+
+  /** Rewrites random blocks of the read file in place, each with the bytes it holds. */
+  static long filesRandWrite(boolean quick) throws IOException {
+    try (FileChannel ch = FileChannel.open(filesEnvPath("TPL_BENCH_FILE"), StandardOpenOption.WRITE)) {
+      ByteBuffer block = ByteBuffer.allocateDirect(FILE_BLOCK);
+      long total = 0;
+      for (long off : randomOffsets(pick(quick, 25_000, 1_000), filesReadBytes(quick))) {
+        fillBlocks(block, off / FILE_BLOCK);
+        writeAll(ch, block, off);
+        total += FILE_BLOCK;
+      }
+      return total;
+    }
+  }
+
+  // ---- servers of the server groups (--serve; bench/peers/README.md, "Server groups") ----------
+  // A virtual thread per connection on blocking java.net.Socket streams: a read or write that
+  // would block parks the virtual thread, and the JDK's poller (epoll) unparks it when the socket
+  // is ready, so that a few carrier threads (one per core) serve every connection.
+  interface Handler { void handle(Socket s) throws Exception; }
+
+  record Server(String kind, String name, Handler handler) {}
+
+  // A sync_over_async_server request: a fixed-size message echoed back; one whose first byte is
+  // 'B' is answered after the handler has waited synchronously for a 100 ms delay (seed 002).
+  static final int FRAMED_MESSAGE_SIZE = 64, BLOCKING_HANDLER_WAIT_MS = 100;
+
+  static void echo(Socket s) throws IOException {
+    InputStream in = s.getInputStream();
+    OutputStream out = s.getOutputStream();
+    byte[] buf = new byte[4096];
+    for (int n; (n = in.read(buf)) > 0; ) out.write(buf, 0, n);
+  }
+
+  // CompletableFuture.join of a future that the JDK's delayer thread completes 100 ms later: the
+  // Java form of seed 002's Task.Delay(100).Wait(). join parks the virtual thread, which frees its
+  // carrier for the other connections (no thread is added).
+  static void blockingEcho(Socket s) throws IOException {
+    InputStream in = s.getInputStream();
+    OutputStream out = s.getOutputStream();
+    byte[] buf = new byte[FRAMED_MESSAGE_SIZE];
+    while (in.readNBytes(buf, 0, FRAMED_MESSAGE_SIZE) == FRAMED_MESSAGE_SIZE) {
+      if (buf[0] == 'B') {
+        new CompletableFuture<Void>().completeOnTimeout(null, BLOCKING_HANDLER_WAIT_MS, TimeUnit.MILLISECONDS).join();
+      }
+      out.write(buf);
+    }
+  }
+
+  static final byte[] HELLO_RESPONSE = ("HTTP/1.1 200 OK\r\nServer: Java\r\nContent-Type: text/plain\r\n"
+      + "Content-Length: 13\r\n\r\nHello, World!").getBytes(StandardCharsets.US_ASCII);
+  static final byte[] END_OF_HEADERS = "\r\n\r\n".getBytes(StandardCharsets.US_ASCII);
+
+  // HTTP/1.1 with the minimal parser of the C# peer: every request ends at its empty line (GET, no
+  // body) and is answered "Hello, World!"; the answers to the requests that one read completed go
+  // out in one write, in order (pipelining); a request cut by the end of a read is completed by
+  // the next (the matcher's state carries over).
+  static void http(Socket s) throws IOException {
+    InputStream in = s.getInputStream();
+    OutputStream out = s.getOutputStream();
+    byte[] buf = new byte[4096];
+    byte[] answers = new byte[HELLO_RESPONSE.length * 16];
+    int matched = 0;  // bytes of END_OF_HEADERS seen so far
+    for (int n; (n = in.read(buf)) > 0; ) {
+      int requests = 0;
+      for (int i = 0; i < n; i++) {
+        if (buf[i] == END_OF_HEADERS[matched]) matched++;
+        else matched = buf[i] == '\r' ? 1 : 0;
+        if (matched == END_OF_HEADERS.length) {
+          requests++;
+          matched = 0;
+        }
+      }
+      if (requests == 0) continue;
+      if (answers.length < requests * HELLO_RESPONSE.length) answers = new byte[requests * HELLO_RESPONSE.length];
+      for (int r = 0; r < requests; r++)
+        System.arraycopy(HELLO_RESPONSE, 0, answers, r * HELLO_RESPONSE.length, HELLO_RESPONSE.length);
+      out.write(answers, 0, requests * HELLO_RESPONSE.length);
+    }
+  }
+
+  static final List<Server> SERVERS = List.of(
+      new Server("echo", "virtual thread per connection (java.net.Socket)", Peer::echo),
+      new Server("plaintext", "virtual thread per connection (java.net.Socket), minimal parser", Peer::http),
+      new Server("sync_over_async_server", "virtual thread per connection, CompletableFuture.join() of a 100 ms delay",
+          Peer::blockingEcho));
+
+  static void serve(String kind, String name) throws IOException {
+    for (Server server : SERVERS) {
+      if (!server.kind().equals(kind) || !server.name().equals(name)) continue;
+      // backlog 4096 (the kernel caps it at somaxconn): echo_1000 connects 1,000 clients at once,
+      // and the default of 50 would leave some waiting for SYN retries
+      ServerSocket listener = new ServerSocket(0, 4096, InetAddress.getByName("127.0.0.1"));
+      System.out.println("listening on 127.0.0.1:" + listener.getLocalPort());
+      System.out.flush();
+      for (;;) {
+        Socket s = listener.accept();
+        s.setTcpNoDelay(true);  // as Go's net and the C# peer: no Nagle delay on small answers
+        Thread.ofVirtual().start(() -> {
+          try (s) {
+            server.handler().handle(s);
+          } catch (Exception e) {
+            // a reset ends this connection only
+          }
+        });
+      }
+    }
+    System.err.println("no server " + kind + " / " + name);
+    System.exit(2);
+  }
+
   static final List<Method> METHODS = List.of(
       new Method("chain", "CompletableFuture.thenApply per link", (q, r) -> chain(pick(q, 1_000_000, 100_000))),
       new Method("chain_channels", "virtual thread + SynchronousQueue per link", (q, r) -> chainChannels(pick(q, 1_000_000, 100_000))),
@@ -388,7 +626,12 @@ public final class Peer {
       new Method("barrier", "virtual threads + CyclicBarrier", (q, r) -> barrier(r, Executors.newVirtualThreadPerTaskExecutor()), true),
       new Method("for_async_delay_100", "cores virtual threads take indices, sleep(1 ms)", (q, r) -> forAsyncDelay(100, cores())),
       new Method("for_async_delay_100", "100 virtual threads take indices, sleep(1 ms)", (q, r) -> forAsyncDelay(100, 100)),
-      new Method("rw_lock_stress", "ReentrantReadWriteLock, 100 common-pool tasks a round", (q, r) -> rwLockStress(q)));
+      new Method("rw_lock_stress", "ReentrantReadWriteLock, 100 common-pool tasks a round", (q, r) -> rwLockStress(q)),
+      new Method("files_seq_read", "FileChannel.read 64 KiB", (q, r) -> filesSeqRead(q)),
+      new Method("files_rand_read", "FileChannel.read(buf, position) 4 KiB", (q, r) -> filesRandRead(q, 1)),
+      new Method("files_rand_read_16", "16 virtual threads of FileChannel.read(buf, position) 4 KiB", (q, r) -> filesRandRead(q, 16)),
+      new Method("files_seq_write", "FileChannel.write 64 KiB", (q, r) -> filesSeqWrite(q)),
+      new Method("files_rand_write", "FileChannel.write(buf, position) 4 KiB", (q, r) -> filesRandWrite(q)));
 
   static long allocated() {
     try {
@@ -402,14 +645,15 @@ public final class Peer {
   static String esc(String s) { return s.replace("\\", "\\\\").replace("\"", "\\\""); }
 
   public static void main(String[] args) throws Exception {
-    boolean quick = false, list = false;
+    boolean quick = false, list = false, serving = false;
     String group = null, name = null;
     for (int i = 0; i < args.length; i++) {
       switch (args[i]) {
         case "--quick" -> quick = true;
         case "--list" -> list = true;
-        case "--run" -> {
+        case "--run", "--serve" -> {
           if (i + 2 < args.length) {
+            serving = args[i].equals("--serve");
             group = args[++i];
             name = args[++i];
           }
@@ -419,6 +663,11 @@ public final class Peer {
     }
     if (list) {
       for (Method m : METHODS) System.out.println(m.group() + "\t" + m.name());
+      for (Server s : SERVERS) System.out.println(s.kind() + "\t" + s.name());
+      return;
+    }
+    if (serving) {
+      serve(group, name);
       return;
     }
     for (Method m : METHODS) {
