@@ -29,7 +29,7 @@ def _sum_below(n: int) -> int:
 # The files groups (bench/workloads/files.cpp): a file of 4 KiB blocks, block b filled with the
 # byte b mod 256, read in its first FILES_READ_BYTES (full, quick); random offsets from one LCG.
 FILES_BLOCK = 4096
-FILES_READ_BYTES = (256 << 20, 16 << 20)
+FILES_READ_BYTES = (1 << 30, 16 << 20)
 
 
 def _random_blocks(count: int, region: int) -> list[int]:
@@ -133,8 +133,8 @@ GROUPS: dict[str, dict] = {
                            "limit to the hard limit); " + SHARED_CORES,
                       server="echo", load=dict(conns=1000, requests=(200_000, 3_000), warmup=(2, 1)),
                       expect=(200_000, 3_000), max_reps=3),
-    "files_seq_read": dict(desc="the first 256 MiB of a file in the page cache in 64 KiB "
-                                "sequential reads, one after another (quick: 16 MiB; 3 rounds)",
+    "files_seq_read": dict(desc="a whole 1 GiB file in the page cache, in 64 KiB sequential "
+                                "reads one after another (quick: its first 16 MiB; 3 rounds)",
                            expect=FILES_READ_BYTES, files=True, max_reps=3),
     "files_rand_read": dict(desc="100,000 reads of 4 KiB at random block offsets of that file, one "
                                  "after another (quick: 5,000 in its first 16 MiB; 3 rounds); "

@@ -14,7 +14,7 @@ const (
 	fileSeqChunk = 64 << 10
 )
 
-func filesReadBytes(quick bool) int64 { return int64(pick(quick, 256<<20, 16<<20)) }
+func filesReadBytes(quick bool) int64 { return int64(pick(quick, 1<<30, 16<<20)) }
 
 func filesEnvPath(name string) string {
 	p := os.Getenv(name)

@@ -383,7 +383,7 @@ public final class Peer {
   // through a temporary direct one on every call.
   static final int FILE_BLOCK = 4096, FILE_SEQ_CHUNK = 64 << 10;
 
-  static long filesReadBytes(boolean quick) { return quick ? 16L << 20 : 256L << 20; }
+  static long filesReadBytes(boolean quick) { return quick ? 16L << 20 : 1L << 30; }
 
   static Path filesEnvPath(String name) {
     String p = System.getenv(name);

@@ -13,7 +13,7 @@ const BLOCK: u64 = 4096;
 const SEQ_CHUNK: usize = 64 << 10;
 
 fn read_bytes(quick: bool) -> u64 {
-    pick(quick, 256 << 20, 16 << 20) as u64
+    pick(quick, 1 << 30, 16 << 20) as u64
 }
 
 fn env_path(name: &str) -> String {
