@@ -25,8 +25,9 @@
 #include <cstdint>
 #include <cstdio>
 #include <string>
-#include <unordered_set>
 #include <vector>
+
+#include "../model_check.hpp"
 
 namespace {
 
@@ -64,12 +65,9 @@ struct state {
   }
 };
 
-struct checker {
+struct checker : model_check::recursion<std::uint64_t> {
   explicit checker(variant which) : v(which) {}
   variant v;
-  std::unordered_set<std::uint64_t> seen;
-  std::string failure;
-  std::size_t states = 0;
 
   // request_processing(): exchange the flag to true; queue an item if it was false.
   static void request(state& n) {
