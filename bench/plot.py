@@ -107,11 +107,16 @@ def timeline(group, s, out_dir):
     ax.set_xscale("log")
     ax.set_xlabel("ms after the start (log scale)")
     ax.set_ylabel("work item (in order of start)")
-    ax.set_title(f"{group}: when each work item started (first round; fresh process)", fontsize=10)
+    return _save_lines(fig, ax, f"{group}: when each work item started (first round; fresh process)",
+                       "upper left", out_dir / f"timeline-{group}.png")
+
+
+def _save_lines(fig, ax, title, legend_loc, path):
+    """Titles, grids and saves a line plot (the timeline and thread-count plots); returns path."""
+    ax.set_title(title, fontsize=10)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, loc="upper left")
+    ax.legend(fontsize=7, loc=legend_loc)
     fig.tight_layout()
-    path = out_dir / f"timeline-{group}.png"
     fig.savefig(path, dpi=90)
     plt.close(fig)
     return path
@@ -133,15 +138,8 @@ def threads(group, s, out_dir):
                 label=name)
     ax.set_xlabel("ms after the client started (connecting and warm-up included)")
     ax.set_ylabel("server threads (/proc/PID/status)")
-    ax.set_title(f"{group}: the server's thread count while the client ran (first round)",
-                 fontsize=10)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, loc="lower right")
-    fig.tight_layout()
-    path = out_dir / f"threads-{group}.png"
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
-    return path
+    return _save_lines(fig, ax, f"{group}: the server's thread count while the client ran (first round)",
+                       "lower right", out_dir / f"threads-{group}.png")
 
 
 def main():
