@@ -406,9 +406,15 @@ public final class Peer {
   }
 
   /** Fills buf (from 0 to its capacity) with the blocks that start at firstBlock. */
+  // One Arrays.fill and one bulk put per block, so that filling costs next to nothing beside
+  // the writes.
   static void fillBlocks(ByteBuffer buf, long firstBlock) {
+    byte[] block = new byte[FILE_BLOCK];
+    for (int b = 0; b < buf.capacity() / FILE_BLOCK; b++) {
+      java.util.Arrays.fill(block, (byte) (firstBlock + b));
+      buf.put(b * FILE_BLOCK, block);
+    }
     buf.clear();
-    for (int i = 0; i < buf.capacity(); i++) buf.put(i, (byte) (firstBlock + i / FILE_BLOCK));
   }
 
   static long filesSeqRead(boolean quick) throws IOException {
