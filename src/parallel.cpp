@@ -7,6 +7,7 @@
 #include <string>
 #include <thread>
 
+#include "tpl/detail/cpu_count.hpp"
 #include "tpl/detail/futex.hpp"
 #include "tpl/sync/spin_wait.hpp"
 #include "tpl/thread_pool.hpp"
@@ -69,10 +70,10 @@ std::uint64_t loop_degree(const parallel_options& o, bool blocking) {
   if (d > 0) return static_cast<std::uint64_t>(d);
   if (blocking) {
     auto* pool = dynamic_cast<thread_pool*>(&loop_scheduler(o));
-    const unsigned threads = pool != nullptr ? pool->thread_count() : std::thread::hardware_concurrency();
+    const unsigned threads = pool != nullptr ? pool->thread_count() : detail::available_cpus();
     return static_cast<std::uint64_t>(threads == 0 ? 1 : threads) + 1;  // + the caller
   }
-  const unsigned cores = std::thread::hardware_concurrency();
+  const unsigned cores = detail::available_cpus();
   return cores == 0 ? 1 : cores;
 }
 

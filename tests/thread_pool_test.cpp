@@ -16,8 +16,10 @@
 
 #if defined(__linux__)
 #include <pthread.h>
+#include <sched.h>
 #endif
 
+#include <tpl/detail/cpu_count.hpp>
 #include <tpl/tpl.hpp>
 
 #include "test_support.hpp"
@@ -626,3 +628,29 @@ TEST(thread_pool, a_malformed_park_alarm_variable_is_rejected) {
   }
   unsetenv("TPL_THREADPOOL_PARK_ALARM");
 }
+
+#if defined(__linux__)
+TEST(thread_pool, the_default_size_is_the_cpus_of_the_affinity_mask_not_of_the_machine) {
+  cpu_set_t mine;
+  CPU_ZERO(&mine);
+  ASSERT_EQ(sched_getaffinity(0, sizeof mine, &mine), 0);
+  EXPECT_EQ(tpl::detail::available_cpus(), static_cast<unsigned>(CPU_COUNT(&mine)));
+  int first = 0;
+  while (!CPU_ISSET(first, &mine)) ++first;
+  unsigned seen_cpus = 0, pool_min = 0;
+  // A thread of its own, narrowed to one CPU (as `taskset -c N` would narrow the process): the
+  // pool it creates inherits the mask, and sizes itself to it.
+  std::thread([&] {
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(first, &one);
+    if (sched_setaffinity(0, sizeof one, &one) != 0) return;
+    seen_cpus = tpl::detail::available_cpus();
+    tpl::thread_pool pool;
+    pool_min = pool.min_threads();
+    EXPECT_EQ(tpl::sync_wait(tpl::run(pool, [] { return 3; })), 3);
+  }).join();
+  EXPECT_EQ(seen_cpus, 1u);
+  EXPECT_EQ(pool_min, 1u);
+}
+#endif

@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "tpl/detail/config.hpp"
+#include "tpl/detail/cpu_count.hpp"
 #include "tpl/exceptions.hpp"
 
 namespace tpl {
@@ -108,7 +109,7 @@ void spin_units(std::uint32_t units) noexcept {
 // ---- spin_wait --------------------------------------------------------------------------------
 
 bool spin_wait::single_core() noexcept {
-  static const bool one = std::thread::hardware_concurrency() <= 1;
+  static const bool one = detail::available_cpus() <= 1;
   return one;
 }
 

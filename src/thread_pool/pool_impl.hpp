@@ -45,6 +45,7 @@
 
 #include "global_queue.hpp"
 #include "io_counters.hpp"
+#include "tpl/detail/cpu_count.hpp"
 #include "tpl/detail/pool_policy.hpp"
 #include "tpl/thread_pool.hpp"
 #include "work_stealing_deque.hpp"
@@ -81,7 +82,8 @@ inline constexpr std::chrono::milliseconds kEagerStarvationPeriod{10};
 
 inline std::coroutine_handle<> to_handle(void* p) noexcept { return std::coroutine_handle<>::from_address(p); }
 
-inline unsigned hardware_cores() noexcept { return std::max(1u, std::thread::hardware_concurrency()); }
+/// The CPUs the process may run on (its affinity mask): the pool's default size and `cores`.
+inline unsigned hardware_cores() noexcept { return detail::available_cpus(); }
 
 }  // namespace pool_detail
 

@@ -80,6 +80,7 @@
 #include "tpl/detail/channel_ring.hpp"
 #include "tpl/detail/channel_waiters.hpp"
 #include "tpl/detail/config.hpp"
+#include "tpl/detail/cpu_count.hpp"
 #include "tpl/detail/short_lock.hpp"
 #include "tpl/detail/task_state.hpp"
 #include "tpl/detail/trampoline.hpp"
@@ -336,7 +337,7 @@ class channel_core final {
   /// once without a ring, or when operations are already queued (they come first).
   bool spin_for(channel_op op) const noexcept {
     // On one CPU the other side cannot run while we watch.
-    static const bool worthwhile = std::thread::hardware_concurrency() != 1;
+    static const bool worthwhile = available_cpus() != 1;
     if (!worthwhile) return false;
     for (int i = 0; i < kChannelSpinChecks; ++i) {
       // acquire: as in try_write_fast.
