@@ -5,9 +5,12 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <latch>
+#include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -634,7 +637,7 @@ TEST(thread_pool, the_default_size_is_the_cpus_of_the_affinity_mask_not_of_the_m
   cpu_set_t mine;
   CPU_ZERO(&mine);
   ASSERT_EQ(sched_getaffinity(0, sizeof mine, &mine), 0);
-  EXPECT_EQ(tpl::detail::available_cpus(), static_cast<unsigned>(CPU_COUNT(&mine)));
+  EXPECT_LE(tpl::detail::available_cpus(), static_cast<unsigned>(CPU_COUNT(&mine)));  // a quota may lower it
   int first = 0;
   while (!CPU_ISSET(first, &mine)) ++first;
   unsigned seen_cpus = 0, pool_min = 0;
@@ -654,3 +657,72 @@ TEST(thread_pool, the_default_size_is_the_cpus_of_the_affinity_mask_not_of_the_m
   EXPECT_EQ(pool_min, 1u);
 }
 #endif
+
+namespace {
+// A fake /sys for cgroup_cpu_limit: path -> contents.
+struct fake_files {
+  std::map<std::string, std::string> files;
+  std::optional<std::string> operator()(const std::string& path) const {
+    const auto it = files.find(path);
+    if (it == files.end()) return std::nullopt;
+    return it->second;
+  }
+};
+}  // namespace
+
+TEST(cpu_count, a_cgroup_v2_quota_caps_the_cpus_the_smallest_along_the_ancestors) {
+  const std::string mountinfo =
+      "25 1 0:23 / / rw,relatime - overlay overlay rw\n"
+      "30 25 0:26 / /sys/fs/cgroup rw,nosuid,nodev - cgroup2 cgroup2 rw,nsdelegate\n";
+  fake_files fs{{{"/sys/fs/cgroup/kubepods/pod1/c1/cpu.max", "max 100000\n"},
+                 {"/sys/fs/cgroup/kubepods/pod1/cpu.max", "250000 100000\n"},
+                 {"/sys/fs/cgroup/kubepods/cpu.max", "800000 100000\n"}}};
+  EXPECT_EQ(tpl::detail::cgroup_cpu_limit(mountinfo, "0::/kubepods/pod1/c1\n", std::cref(fs)), 3u);  // 2.5 -> 3
+  EXPECT_EQ(tpl::detail::cgroup_cpu_limit(mountinfo, "0::/kubepods\n", std::cref(fs)), 8u);
+  fs.files["/sys/fs/cgroup/kubepods/pod1/cpu.max"] = "max 100000\n";
+  fs.files["/sys/fs/cgroup/kubepods/cpu.max"] = "max 100000\n";
+  EXPECT_EQ(tpl::detail::cgroup_cpu_limit(mountinfo, "0::/kubepods/pod1/c1\n", std::cref(fs)), 0u);  // no quota
+  // A quota below one CPU still leaves one.
+  fs.files["/sys/fs/cgroup/kubepods/pod1/c1/cpu.max"] = "50000 100000";
+  EXPECT_EQ(tpl::detail::cgroup_cpu_limit(mountinfo, "0::/kubepods/pod1/c1", std::cref(fs)), 1u);
+}
+
+TEST(cpu_count, a_cgroup_v1_quota_is_read_through_the_cpu_hierarchy_and_a_container_root) {
+  // Inside a container: the cpu hierarchy's mount shows the container's own cgroup as its root.
+  const std::string mountinfo =
+      "32 31 0:29 /docker/abc /sys/fs/cgroup/cpu,cpuacct ro,nosuid - cgroup cgroup rw,cpu,cpuacct\n"
+      "33 31 0:30 /docker/abc /sys/fs/cgroup/memory ro - cgroup cgroup rw,memory\n";
+  const std::string self_cgroup = "5:memory:/docker/abc\n4:cpu,cpuacct:/docker/abc\n1:name=systemd:/docker/abc\n";
+  fake_files fs{{{"/sys/fs/cgroup/cpu,cpuacct/cpu.cfs_quota_us", "150000\n"},
+                 {"/sys/fs/cgroup/cpu,cpuacct/cpu.cfs_period_us", "100000\n"}}};
+  EXPECT_EQ(tpl::detail::cgroup_cpu_limit(mountinfo, self_cgroup, std::cref(fs)), 2u);
+  fs.files["/sys/fs/cgroup/cpu,cpuacct/cpu.cfs_quota_us"] = "-1\n";  // unlimited
+  EXPECT_EQ(tpl::detail::cgroup_cpu_limit(mountinfo, self_cgroup, std::cref(fs)), 0u);
+}
+
+TEST(cpu_count, missing_or_malformed_cgroup_files_mean_no_limit) {
+  const std::string mountinfo = "30 25 0:26 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n";
+  fake_files fs{{{"/sys/fs/cgroup/a/cpu.max", "lots 100000\n"}, {"/sys/fs/cgroup/cpu.max", "100000 0\n"}}};
+  EXPECT_EQ(tpl::detail::cgroup_cpu_limit(mountinfo, "0::/a\n", std::cref(fs)), 0u);
+  EXPECT_EQ(tpl::detail::cgroup_cpu_limit("", "", std::cref(fs)), 0u);
+  EXPECT_EQ(tpl::detail::cgroup_cpu_limit("garbage without fields\n- x\n", "::::\n0:\n", std::cref(fs)), 0u);
+  // The process's cgroup outside what the mount shows: nothing to read.
+  const std::string nested = "30 25 0:26 /other / rw - cgroup2 cgroup2 rw\n";
+  EXPECT_EQ(tpl::detail::cgroup_cpu_limit(nested, "0::/a\n", std::cref(fs)), 0u);
+  // A sibling whose name starts like the mount's root is not below it either.
+  const std::string sibling = "30 25 0:26 /a /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n";
+  fake_files quota{{{"/sys/fs/cgroup/cpu.max", "100000 100000\n"}, {"/sys/fs/cgroupb/cpu.max", "100000 100000\n"}}};
+  EXPECT_EQ(tpl::detail::cgroup_cpu_limit(sibling, "0::/ab\n", std::cref(quota)), 0u);
+  EXPECT_EQ(tpl::detail::cgroup_cpu_limit(sibling, "0::/a\n", std::cref(quota)), 1u);
+}
+
+TEST(cpu_count, available_cpus_is_at_least_one_and_at_most_the_affinity_mask) {
+  const unsigned n = tpl::detail::available_cpus();
+  EXPECT_GE(n, 1u);
+#if defined(__linux__)
+  cpu_set_t mine;
+  CPU_ZERO(&mine);
+  ASSERT_EQ(sched_getaffinity(0, sizeof mine, &mine), 0);
+  EXPECT_LE(n, static_cast<unsigned>(CPU_COUNT(&mine)));
+#endif
+}
