@@ -2,7 +2,9 @@
 //
 // Invariants: available_cpus() is at least 1 and at most the affinity mask's count (or, without a
 // readable mask, hardware_concurrency()); a cgroup quota only ever lowers it. Anything unreadable
-// or malformed in /proc or /sys means "no limit", never an error: the pool must start anyway.
+// or malformed in /proc or /sys means "no limit", never an error: the pool must start anyway. The
+// quota is read once per process; the mask on every call (it is per thread, and cheap: one system
+// call, no allocation).
 #include "tpl/detail/cpu_count.hpp"
 
 #include <algorithm>
@@ -118,6 +120,11 @@ std::optional<std::string> read_whole_file(const std::string& path) {
   return s.str();
 }
 
+/// The quota of this process's cgroups, read once (as .NET reads it at start-up): reading it
+/// allocates, and available_cpus() is also called from paths that must not (a spin's first use
+/// inside a measured loop), so only the first call pays.
+unsigned process_cgroup_cpu_limit() noexcept;
+
 }  // namespace
 
 unsigned cgroup_cpu_limit(std::string_view mountinfo, std::string_view self_cgroup,
@@ -157,6 +164,26 @@ unsigned cgroup_cpu_limit(std::string_view mountinfo, std::string_view self_cgro
   }
 }
 
+namespace {
+unsigned process_cgroup_cpu_limit() noexcept {
+#if defined(__linux__)
+  static const unsigned limit = []() noexcept -> unsigned {
+    try {
+      const std::optional<std::string> mountinfo = read_whole_file("/proc/self/mountinfo");
+      const std::optional<std::string> self_cgroup = read_whole_file("/proc/self/cgroup");
+      if (!mountinfo || !self_cgroup) return 0;
+      return cgroup_cpu_limit(*mountinfo, *self_cgroup, read_whole_file);
+    } catch (...) {  // std::bad_alloc reading /proc: no limit
+      return 0;
+    }
+  }();
+  return limit;
+#else
+  return 0;
+#endif
+}
+}  // namespace
+
 unsigned available_cpus() noexcept {
   unsigned n = 0;
 #if defined(__linux__)
@@ -178,17 +205,8 @@ unsigned available_cpus() noexcept {
   }
 #endif
   if (n == 0) n = std::max(1u, std::thread::hardware_concurrency());
-#if defined(__linux__)
-  try {
-    const std::optional<std::string> mountinfo = read_whole_file("/proc/self/mountinfo");
-    const std::optional<std::string> self_cgroup = read_whole_file("/proc/self/cgroup");
-    if (mountinfo && self_cgroup) {
-      const unsigned quota = cgroup_cpu_limit(*mountinfo, *self_cgroup, read_whole_file);
-      if (quota != 0 && quota < n) n = quota;
-    }
-  } catch (...) {  // std::bad_alloc reading /proc: the affinity count stands
-  }
-#endif
+  const unsigned quota = process_cgroup_cpu_limit();
+  if (quota != 0 && quota < n) n = quota;
   return n;
 }
 

@@ -18,7 +18,8 @@
 
 namespace tpl::detail {
 
-/// The CPUs the calling thread may use (at least 1). Reads /proc and /sys: cache the answer.
+/// The CPUs the calling thread may use (at least 1). The first call reads /proc and /sys (and
+/// allocates); later calls make one system call and allocate nothing.
 unsigned available_cpus() noexcept;
 
 /// The CPU limit set by cgroup quotas, or 0 where none applies: `mountinfo` is the text of
