@@ -120,11 +120,6 @@ std::optional<std::string> read_whole_file(const std::string& path) {
   return s.str();
 }
 
-/// The quota of this process's cgroups, read once (as .NET reads it at start-up): reading it
-/// allocates, and available_cpus() is also called from paths that must not (a spin's first use
-/// inside a measured loop), so only the first call pays.
-unsigned process_cgroup_cpu_limit() noexcept;
-
 }  // namespace
 
 unsigned cgroup_cpu_limit(std::string_view mountinfo, std::string_view self_cgroup,
@@ -165,6 +160,9 @@ unsigned cgroup_cpu_limit(std::string_view mountinfo, std::string_view self_cgro
 }
 
 namespace {
+/// The quota of this process's cgroups, read once (as .NET reads it at start-up): reading it
+/// allocates, and available_cpus() is also called from paths that must not (a spin's first use
+/// inside a measured loop), so only the first call pays.
 unsigned process_cgroup_cpu_limit() noexcept {
 #if defined(__linux__)
   static const unsigned limit = []() noexcept -> unsigned {

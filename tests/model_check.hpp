@@ -14,7 +14,8 @@
 //    counterexample. State is trivially copyable and its bytes are its identity (keep padding
 //    out of it: uint8_t fields).
 //  - model_check::recursion<Key>: the bookkeeping of models written as a recursive explore()
-//    (visited set, trace of the steps on the current path, failure, state count).
+//    (visited set, trace of the steps on the current path, failure, state count), and
+//    explore_from(), an explicit-stack search without a trace over a successor function.
 //
 // Invariants: a state is expanded once (the visited set is checked before expansion); a
 // counterexample lists exactly the steps from the initial state to the violating one.
@@ -111,6 +112,29 @@ struct recursion {
   bool first_visit(const Key& k) {
     if (!seen.insert(k).second) return false;
     ++states;
+    return true;
+  }
+  /// For models that give a successor function instead: every state reachable from init, with an
+  /// explicit stack and no trace. `successors(s, next)` fills next; `terminal(s)` returns "" or the
+  /// violation for a state without successors. State has key() -> Key. False on a violation
+  /// (failure holds it).
+  template <class State, class Successors, class Terminal>
+  bool explore_from(const State& init, Successors successors, Terminal terminal) {
+    std::vector<State> stack{init};
+    std::vector<State> next;
+    seen.insert(init.key());
+    while (!stack.empty()) {
+      const State s = stack.back();
+      stack.pop_back();
+      ++states;
+      next.clear();
+      successors(s, next);
+      if (next.empty()) {
+        if (std::string why = terminal(s); !why.empty()) return fail(why);
+      }
+      for (const State& n : next)
+        if (seen.insert(n.key()).second) stack.push_back(n);
+    }
     return true;
   }
   /// The trace, one step a line, after the failure.

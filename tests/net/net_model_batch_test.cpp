@@ -165,23 +165,11 @@ struct checker : model_check::recursion<std::uint64_t> {
   }
 
   bool run(const std::vector<int>& batches) {
-    state init;
-    std::vector<state> stack{init};
-    std::vector<state> next;
-    seen.insert(init.key());
-    while (!stack.empty()) {
-      const state s = stack.back();
-      stack.pop_back();
-      ++states;
-      successors(s, batches, next);
-      if (next.empty() && s.queue != 0) {
-        failure = "an event is left in the ready queue with no batch item coming";
-        return false;
-      }
-      for (const state& n : next)
-        if (seen.insert(n.key()).second) stack.push_back(n);
-    }
-    return true;
+    return explore_from(
+        state{}, [&](const state& s, std::vector<state>& next) { successors(s, batches, next); },
+        [](const state& s) -> std::string {
+          return s.queue != 0 ? "an event is left in the ready queue with no batch item coming" : "";
+        });
   }
 };
 

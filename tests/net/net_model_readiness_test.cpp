@@ -207,25 +207,9 @@ struct checker : model_check::recursion<std::uint64_t> {
     init.arrivals_left = static_cast<std::uint8_t>(arrivals);
     init.close_left = with_close;
     init.cancel_left = with_cancel;
-    std::vector<state> stack{init};
-    std::vector<state> next;
-    seen.insert(init.key());
-    while (!stack.empty()) {
-      const state s = stack.back();
-      stack.pop_back();
-      ++states;
-      successors(s, next);
-      if (next.empty()) {
-        const std::string why = check_terminal(s, arrivals);
-        if (!why.empty()) {
-          failure = why;
-          return false;
-        }
-      }
-      for (const state& n : next)
-        if (seen.insert(n.key()).second) stack.push_back(n);
-    }
-    return true;
+    return explore_from(
+        init, [&](const state& s, std::vector<state>& next) { successors(s, next); },
+        [&](const state& s) { return check_terminal(s, arrivals); });
   }
 };
 
