@@ -1,6 +1,12 @@
 // Micro-benchmarks of the task core: the seeds' microbenchmarks (000, 002, 003).
 #include <benchmark/benchmark.h>
 
+#include <coroutine>
+#include <cstddef>
+#include <exception>
+#include <new>
+#include <utility>
+
 #include <tpl/tpl.hpp>
 
 #include "micro_support.hpp"
@@ -14,6 +20,55 @@ int __attribute__((noinline)) plain_function(int x) { return x + 1; }
 __attribute__((noinline)) tpl::task<int> sync_task(int x) { co_return x + 1; }
 __attribute__((noinline)) tpl::value_task<int> sync_value_task_coroutine(int x) { co_return x + 1; }
 __attribute__((noinline)) tpl::value_task<int> sync_value_task_plain(int x) { return tpl::value_task<int>(x + 1); }
+
+// The floor for a coroutine call + await: the least a hot coroutine can cost. A frame from a
+// thread-local free list, no shared state, no reference count, no execution context, no stack
+// check, destroyed by its only handle. What task<int> adds on top of this is tpl's
+// (copyable handles, cross-thread completion, async_local flow, the start guard).
+namespace minimal {
+struct free_block {
+  free_block* next;
+};
+inline thread_local free_block* t_free = nullptr;
+template <class T>
+struct hot_task {
+  struct promise_type {
+    T value{};
+    bool done = false;
+    hot_task get_return_object() { return hot_task{std::coroutine_handle<promise_type>::from_promise(*this)}; }
+    std::suspend_never initial_suspend() noexcept { return {}; }
+    std::suspend_always final_suspend() noexcept { return {}; }
+    void return_value(T v) {
+      value = v;
+      done = true;
+    }
+    void unhandled_exception() { std::terminate(); }
+    static void* operator new(std::size_t n) {
+      if (free_block* b = t_free) {
+        t_free = b->next;
+        return b;
+      }
+      return ::operator new(n < 256 ? 256 : n);
+    }
+    static void operator delete(void* p, std::size_t) noexcept {
+      auto* b = static_cast<free_block*>(p);
+      b->next = t_free;
+      t_free = b;
+    }
+  };
+  std::coroutine_handle<promise_type> h;
+  explicit hot_task(std::coroutine_handle<promise_type> x) noexcept : h(x) {}
+  hot_task(hot_task&& o) noexcept : h(std::exchange(o.h, {})) {}
+  ~hot_task() {
+    if (h) h.destroy();
+  }
+  bool await_ready() const noexcept { return h.promise().done; }
+  void await_suspend(std::coroutine_handle<>) const noexcept { std::terminate(); }  // completes synchronously
+  T await_resume() const noexcept { return h.promise().value; }
+};
+}  // namespace minimal
+
+__attribute__((noinline)) minimal::hot_task<int> minimal_sync_task(int x) { co_return x + 1; }
 
 void task_sync_plain_function(benchmark::State& state) {
   tpl_bench::alloc_probe probe;
@@ -57,6 +112,14 @@ void task_sync_value_task_plain(benchmark::State& state) {
   probe.finish(state);
 }
 BENCHMARK(task_sync_value_task_plain)->Name("task_sync/value_task<int> from a value + co_await");
+void task_sync_minimal_coroutine(benchmark::State& state) {
+  for (int i = 0; i < 4; ++i) (void)minimal_sync_task(i);  // warm the free list
+  tpl_bench::alloc_probe probe;
+  drive(state, [](int a) { return minimal_sync_task(a); }).get();
+  probe.finish(state);
+}
+
+BENCHMARK(task_sync_minimal_coroutine)->Name("task_sync/minimal hot coroutine call + co_await (coroutine floor)");
 
 // ---- cached tasks (seed 000/003) ---------------------------------------------------------------
 
