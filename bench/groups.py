@@ -171,9 +171,9 @@ GROUPS: dict[str, dict] = {
                                                              "blocking requests answered")),
     "plaintext": dict(desc="TechEmpower's plaintext: HTTP/1.1 GET /plaintext answered "
                            "'Hello, World!', keep-alive, not pipelined; wrk with 256 connections "
-                           "and cores/2 threads for 5 s after a 1 s warm-up (quick: 1 s, no "
+                           "and cores/2 threads for 3 s after a 1 s warm-up (quick: 1 s, no "
                            "warm-up; 3 rounds); " + SHARED_CORES,
-                      server="plaintext", wrk=dict(conns=256, seconds=(5, 1), warmup_s=(1, 0)),
+                      server="plaintext", wrk=dict(conns=256, seconds=(3, 1), warmup_s=(1, 0)),
                       expect=None, max_reps=3),
     "plaintext_pipelined": dict(desc="TechEmpower's plaintext pipelined: the same GET /plaintext, "
                                      "16 requests per write (bench/wrk/pipeline.lua), each "
