@@ -763,8 +763,8 @@ def main() -> int:
                          "also the Google Benchmark filter for the micro benchmarks "
                          "('-re' negates)")
     ap.add_argument("--reps", type=int, default=None,
-                    help="measured rounds per group (default 5, or 3 for a group whose first "
-                         "round takes over 6 s; quick 1)")
+                    help=f"measured rounds per group (default 5, or {LONG_GROUP_REPS} for a group "
+                         f"whose first round takes over {LONG_ROUND_S:.0f} s; quick 1)")
     ap.add_argument("--out", default=None,
                     help="raw JSON results file (default: <repo>/build/bench-results.json)")
     ap.add_argument("--timeout", type=float, default=None,
@@ -801,6 +801,7 @@ def main() -> int:
         if args.reps is None:
             args.reps = 1
     reps = args.reps if args.reps is not None else (1 if args.quick else 5)
+    shorten_long = args.reps is None and not args.quick  # the default rounds (LONG_ROUND_S)
     timeout = args.timeout if args.timeout is not None else (120 if args.quick else 300)
 
     build = Path(args.build)
@@ -830,7 +831,7 @@ def main() -> int:
         "quick": args.quick,
         "reps": reps,
         "rounds_note": (f", {LONG_GROUP_REPS} for a group whose first round took over "
-                        f"{LONG_ROUND_S:.0f} s" if args.reps is None and not args.quick else ""),
+                        f"{LONG_ROUND_S:.0f} s" if shorten_long else ""),
         "filter": args.filter,
         "micro": None,
         "peers": [],
@@ -902,8 +903,7 @@ def main() -> int:
                      else None)
         try:
             run_groups({g: es for g, es in groups.items() if es and g not in skipped_groups},
-                       reps, args.quick, timeout, failures,
-                       shorten_long=args.reps is None and not args.quick)
+                       reps, args.quick, timeout, failures, shorten_long)
         finally:
             if files_dir:
                 shutil.rmtree(files_dir, ignore_errors=True)

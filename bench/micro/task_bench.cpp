@@ -4,9 +4,9 @@
 #include <coroutine>
 #include <cstddef>
 #include <exception>
-#include <new>
 #include <utility>
 
+#include <tpl/detail/frame_pool.hpp>
 #include <tpl/tpl.hpp>
 
 #include "micro_support.hpp"
@@ -21,15 +21,12 @@ __attribute__((noinline)) tpl::task<int> sync_task(int x) { co_return x + 1; }
 __attribute__((noinline)) tpl::value_task<int> sync_value_task_coroutine(int x) { co_return x + 1; }
 __attribute__((noinline)) tpl::value_task<int> sync_value_task_plain(int x) { return tpl::value_task<int>(x + 1); }
 
-// The floor for a coroutine call + await: the least a hot coroutine can cost. A frame from a
-// thread-local free list, no shared state, no reference count, no execution context, no stack
-// check, destroyed by its only handle. What task<int> adds on top of this is tpl's
-// (copyable handles, cross-thread completion, async_local flow, the start guard).
+// The floor for a coroutine call + await: the least a hot coroutine can cost. Its frame comes
+// from tpl's frame pool (the same thread-local free list as task<int>'s), and it has nothing
+// else: no shared state, no reference count, no execution context, no stack check; its only
+// handle destroys it. What task<int> costs above this is tpl's protocol (copyable handles,
+// cross-thread completion, async_local flow, the start guard).
 namespace minimal {
-struct free_block {
-  free_block* next;
-};
-inline thread_local free_block* t_free = nullptr;
 template <class T>
 struct hot_task {
   struct promise_type {
@@ -43,18 +40,8 @@ struct hot_task {
       done = true;
     }
     void unhandled_exception() { std::terminate(); }
-    static void* operator new(std::size_t n) {
-      if (free_block* b = t_free) {
-        t_free = b->next;
-        return b;
-      }
-      return ::operator new(n < 256 ? 256 : n);
-    }
-    static void operator delete(void* p, std::size_t) noexcept {
-      auto* b = static_cast<free_block*>(p);
-      b->next = t_free;
-      t_free = b;
-    }
+    static void* operator new(std::size_t n) { return tpl::detail::frame_alloc(n); }
+    static void operator delete(void* p, std::size_t n) noexcept { tpl::detail::frame_free(p, n); }
   };
   std::coroutine_handle<promise_type> h;
   explicit hot_task(std::coroutine_handle<promise_type> x) noexcept : h(x) {}
@@ -112,13 +99,13 @@ void task_sync_value_task_plain(benchmark::State& state) {
   probe.finish(state);
 }
 BENCHMARK(task_sync_value_task_plain)->Name("task_sync/value_task<int> from a value + co_await");
+
 void task_sync_minimal_coroutine(benchmark::State& state) {
-  for (int i = 0; i < 4; ++i) (void)minimal_sync_task(i);  // warm the free list
+  for (int i = 0; i < 4; ++i) (void)minimal_sync_task(i);  // warm the frame pool
   tpl_bench::alloc_probe probe;
   drive(state, [](int a) { return minimal_sync_task(a); }).get();
   probe.finish(state);
 }
-
 BENCHMARK(task_sync_minimal_coroutine)->Name("task_sync/minimal hot coroutine call + co_await (coroutine floor)");
 
 // ---- cached tasks (seed 000/003) ---------------------------------------------------------------
