@@ -1,5 +1,6 @@
 // The socket engine's configuration from the environment, parsed as strictly as the pool's
-// variables (src/thread_pool/options.cpp): a whole number in range or an exact boolean word, and
+// variables (src/thread_pool/options.cpp): a whole number in range, an exact boolean word, or
+// (TPL_IO_ENGINE, read as files and pipes read it, src/io/handle.cpp) "epoll" or "io_uring";
 // anything else throws std::invalid_argument naming the variable and what was expected.
 #include <cerrno>
 #include <cstdlib>
@@ -9,6 +10,7 @@
 
 #include "socket_engine.hpp"
 #include "../env_parse.hpp"
+#include "../io/engine.hpp"
 
 namespace tpl::net::detail {
 
@@ -26,6 +28,9 @@ engine_config engine_config_from_environment() {
         tpl::detail::parse_environment_unsigned("TPL_SOCKETS_ENGINE_COUNT", v, 1, kMaxEngineCount, "an integer in 1..1024"));
   if (const char* v = std::getenv("TPL_SOCKETS_INLINE_COMPLETIONS"))
     c.inline_completions = tpl::detail::parse_environment_bool("TPL_SOCKETS_INLINE_COMPLETIONS", v);
+  // The variable files and pipes read too, with the same words ("epoll" names the default of both).
+  if (const char* v = std::getenv("TPL_IO_ENGINE"))
+    c.io_uring = tpl::io::detail::parse_io_engine(v) == tpl::io::io_engine::io_uring;
   return c;
 }
 

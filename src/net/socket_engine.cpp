@@ -1,12 +1,13 @@
-// The epoll engine thread and its batch hand-off to the thread pool (.NET's SocketAsyncEngine.Unix,
+// The engine thread and its batch hand-off to the thread pool (.NET's SocketAsyncEngine.Unix,
 // after dotnet/runtime#35330). See socket_engine.hpp for the seam with socket_context.
 //
-// Each engine is one thread blocked in epoll_wait on its own epoll instance. Sockets are
-// registered once, edge-triggered, for EPOLLIN | EPOLLOUT | EPOLLRDHUP: the kernel reports a
-// change of readiness once, and the socket's context keeps what it means (a sequence number per
-// direction, socket_context.hpp). The engine only translates the flags and hands them over.
+// Each engine is one thread blocked in its readiness source (readiness_source.hpp): epoll by
+// default (epoll_source.cpp: sockets registered once, edge-triggered, for EPOLLIN | EPOLLOUT |
+// EPOLLRDHUP), or io_uring multishot polls with TPL_IO_ENGINE=io_uring (uring_source.cpp). The
+// kernel reports a change of readiness once, and the socket's context keeps what it means (a
+// sequence number per direction, socket_context.hpp). The engine only hands the batches over.
 //
-// Hand-off (default mode). One epoll_wait returns a batch of events. The engine thread appends them
+// Hand-off (default mode). One wait of the source returns a batch of events. The engine thread appends them
 // all to its ready queue (a ring under a mutex; each entry holds a reference to its target) and
 // then, unless an item is already requested, queues ONE work item on the pool. That item clears
 // `processing_requested`, claims one event and, if more remain queued behind it (seen in the same
@@ -49,16 +50,15 @@
 // Completions are counted by socket_context::drive on the thread that handles the event. After
 // each wake-up the engine lets the default pool send its io_summary event, if one is due.
 //
-// Lifetime: engine_detach removes the descriptor from epoll (so no later epoll_wait reports it)
-// and puts the target on the retired list; the engine thread releases retired targets only after
-// it has queued (with their own references) every event of the batch it was processing, so an
-// event returned just before the detach still finds its target alive. Engines are never destroyed
-// (like the default pool): their threads end with the process.
+// Lifetime: the source keeps a reference to each attached target until, after detach(), no batch
+// can name it; it drops it in end_batch(), after the engine has queued (with their own references)
+// every event of the batch, so an event returned just before the detach still finds its target
+// alive. Engines are never destroyed (like the default pool): their threads end with the process.
+//
+// Choosing the source: TPL_IO_ENGINE=io_uring asks for io_uring (as for files and pipes); where
+// the ring is refused (seccomp, kernel.io_uring_disabled, tpl built without liburing) every engine
+// uses epoll and socket_engine_fallback_reason() says why.
 #include "socket_engine.hpp"
-
-#include <sys/epoll.h>
-#include <sys/eventfd.h>
-#include <unistd.h>
 
 #include <cerrno>
 #include <chrono>
@@ -75,6 +75,7 @@
 #include "tpl/detail/detached.hpp"
 #include "../thread_pool/io_counters.hpp"
 #include "accept.hpp"
+#include "readiness_source.hpp"
 #include "tpl/net/socket_error.hpp"
 #include "tpl/net/socket_stats.hpp"
 #include "tpl/scheduler.hpp"
@@ -84,8 +85,6 @@ namespace tpl::net::detail {
 
 namespace {
 
-/// Events taken from the kernel per epoll_wait (.NET's EventBufferCount is 1024 too).
-constexpr int kEventBufferCount = 1024;
 /// Room for parked batch items reserved up front (more grow the list once).
 constexpr std::size_t kRunnersReserved = 64;
 /// A batch item hands on to a helper after this long, so one item does not hold a worker
@@ -98,13 +97,9 @@ struct counters_t {
   std::atomic<std::uint64_t> batch_items{0};
   std::atomic<unsigned> engine_count{0};
   std::atomic<bool> inline_completions{false};
+  std::atomic<bool> io_uring{false};
 };
 counters_t g_counters;
-
-struct ready_event {
-  readiness_target* target;
-  std::uint32_t bits;
-};
 
 /// A FIFO ring that grows (never shrinks), so a steady load allocates nothing. Not thread-safe:
 /// the engine's queue_lock guards it.
@@ -135,70 +130,19 @@ class ready_ring {
   std::size_t head_ = 0, count_ = 0;
 };
 
-std::uint32_t translate(std::uint32_t epoll_bits) noexcept {
-  std::uint32_t bits = 0;
-  if (epoll_bits & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) bits |= readable;
-  if (epoll_bits & (EPOLLOUT | EPOLLHUP | EPOLLERR)) bits |= writable;
-  return bits;
-}
-
 }  // namespace
 
 class socket_engine {
  public:
-  explicit socket_engine(bool inline_completions) : inline_(inline_completions) {
-    epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
-    if (epoll_fd_ < 0) throw socket_error(errno, "tpl::net: epoll_create1 failed");
-    wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    if (wake_fd_ < 0) {
-      const int e = errno;
-      ::close(epoll_fd_);
-      throw socket_error(e, "tpl::net: eventfd failed");
-    }
-    epoll_event ev{};
-    ev.events = EPOLLIN;
-    ev.data.ptr = nullptr;  // the wake-up descriptor: the only registration without a target
-    if (::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, wake_fd_, &ev) != 0) {
-      const int e = errno;
-      ::close(wake_fd_);
-      ::close(epoll_fd_);
-      throw socket_error(e, "tpl::net: epoll_ctl on the engine's eventfd failed");
-    }
+  socket_engine(bool inline_completions, std::unique_ptr<readiness_source> source)
+      : inline_(inline_completions), source_(std::move(source)) {
+    batch_.reserve(readiness_source::kMaxBatch);
     idle_runners_.reserve(kRunnersReserved);
     thread_ = std::thread([this] { run(); });
   }
 
-  void attach(int fd, readiness_target* t) {
-    t->add_ref();
-    epoll_event ev{};
-    ev.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET;
-    ev.data.ptr = t;
-    if (::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0) {
-      const int e = errno;
-      t->release();
-      throw socket_error(e, "tpl::net: epoll_ctl(ADD) failed");
-    }
-  }
-
-  void detach(int fd, readiness_target* t) noexcept {
-    ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr);  // fails only for a bad fd: nothing to undo
-    bool wake = false;
-    {
-      std::lock_guard g(retire_lock_);
-      wake = retired_.empty();
-      try {
-        retired_.push_back(t);
-      } catch (...) {
-        // Out of memory for the list: keep the target alive for good rather than risk a late
-        // event on freed memory.
-        return;
-      }
-    }
-    if (wake) {
-      const std::uint64_t one = 1;
-      [[maybe_unused]] ssize_t r = ::write(wake_fd_, &one, sizeof one);  // a full counter is awake
-    }
-  }
+  void attach(int fd, readiness_target* t) { source_->attach(fd, t); }
+  void detach(int fd, readiness_target* t) noexcept { source_->detach(fd, t); }
 
   /// One batch item (the first or a helper): claims events one at a time.
   void process_events() noexcept {
@@ -271,54 +215,37 @@ class socket_engine {
   }
 
   void run() noexcept {
-    std::unique_ptr<epoll_event[]> events(new epoll_event[kEventBufferCount]);
-    std::vector<readiness_target*> retired;
     io_.bind_to_current_thread();  // completions handled inline are counted in io_
     for (;;) {
-      const int n = ::epoll_wait(epoll_fd_, events.get(), kEventBufferCount, -1);
-      if (n < 0) continue;  // EINTR; nothing else can fail on a valid epoll descriptor
-      std::size_t socket_events = 0;
+      batch_.clear();
+      source_->wait(batch_);  // every target named stays alive until end_batch()
+      const std::size_t socket_events = batch_.size();
       if (inline_) {
-        for (int i = 0; i < n; ++i)
-          if (events[i].data.ptr != nullptr) ++socket_events;
         if (socket_events != 0) io_.record_wakeup(socket_events);
-        for (int i = 0; i < n; ++i) {
-          auto* t = static_cast<readiness_target*>(events[i].data.ptr);
-          if (t != nullptr) t->on_readiness(translate(events[i].events));
-        }
-      } else {
+        for (const ready_event& e : batch_) e.target->on_readiness(e.bits);
+      } else if (socket_events != 0) {
+        std::size_t queued = 0;
         {
           std::lock_guard g(queue_lock_);
-          for (int i = 0; i < n; ++i) {
-            auto* t = static_cast<readiness_target*>(events[i].data.ptr);
-            if (t == nullptr) continue;
-            t->add_ref();
+          for (const ready_event& e : batch_) {
+            e.target->add_ref();
             try {
-              ready_.push({t, translate(events[i].events)});
+              ready_.push(e);
             } catch (...) {
               // No memory to queue the event: the socket's operations wait for its next edge,
               // which is the best the engine can do; the reference goes back.
-              t->release();
+              e.target->release();
               continue;
             }
-            ++socket_events;
+            ++queued;
           }
           // Counted before the unlock: a helper already running may take these events at once.
-          if (socket_events != 0) io_.record_wakeup(socket_events);
+          if (queued != 0) io_.record_wakeup(queued);
         }
-        if (socket_events != 0) request_processing();
+        if (queued != 0) request_processing();
       }
       if (socket_events != 0) tpl::detail::io_summary_tick();
-      if (socket_events != static_cast<std::size_t>(n)) {
-        std::uint64_t drained;
-        [[maybe_unused]] ssize_t r = ::read(wake_fd_, &drained, sizeof drained);
-      }
-      {
-        std::lock_guard g(retire_lock_);
-        retired.swap(retired_);
-      }
-      for (readiness_target* t : retired) t->release();
-      retired.clear();
+      source_->end_batch();
     }
   }
 
@@ -326,14 +253,12 @@ class socket_engine {
   // This engine thread's wake-ups, batch sizes and inline completions (the thread is the only
   // writer); registered for thread_pool_stats::io and socket_stats() while the engine lives.
   tpl::detail::io_engine_counters io_{tpl::detail::io_kind::socket};
-  int epoll_fd_ = -1;
-  int wake_fd_ = -1;
+  std::unique_ptr<readiness_source> source_;
+  std::vector<ready_event> batch_;  // the engine thread's; reserved for a whole batch
   std::thread thread_;
   std::mutex queue_lock_;
   ready_ring ready_;
   std::atomic<bool> processing_requested_{false};
-  std::mutex retire_lock_;
-  std::vector<readiness_target*> retired_;
   std::mutex runners_lock_;
   std::vector<std::coroutine_handle<>> idle_runners_;  // parked batch items, ready to be queued
 };
@@ -344,17 +269,29 @@ struct engine_set {
   engine_config config;
   std::vector<socket_engine*> engines;  // never freed: the engines live as long as the process
   std::atomic<unsigned> next{0};
+  std::string fallback_reason;  // why io_uring was asked for and not used; written before publication
 };
 
 engine_set& engines() {
   static engine_set* set = [] {
     auto* s = new engine_set;
     s->config = engine_config_from_environment();
-    for (unsigned i = 0; i < s->config.engine_count; ++i)
-      s->engines.push_back(new socket_engine(s->config.inline_completions));
+    // Once a ring is refused the remaining engines use epoll too (a later refusal, a locked-memory
+    // limit say, leaves the first engines on io_uring: each socket works on either).
+    bool use_uring = s->config.io_uring;
+    for (unsigned i = 0; i < s->config.engine_count; ++i) {
+      std::unique_ptr<readiness_source> source;
+      if (use_uring) {
+        source = make_uring_source(&s->fallback_reason);
+        use_uring = source != nullptr;
+      }
+      if (!source) source = make_epoll_source();
+      s->engines.push_back(new socket_engine(s->config.inline_completions, std::move(source)));
+    }
     // relaxed: display only.
     g_counters.inline_completions.store(s->config.inline_completions, std::memory_order_relaxed);
     g_counters.engine_count.store(s->config.engine_count, std::memory_order_relaxed);
+    g_counters.io_uring.store(use_uring, std::memory_order_relaxed);
     return s;
   }();
   return *set;
@@ -387,17 +324,20 @@ socket_engine_stats socket_stats() noexcept {
   // relaxed: a snapshot for display, not a consistent cut.
   s.engine_count = g_counters.engine_count.load(std::memory_order_relaxed);
   s.inline_completions = g_counters.inline_completions.load(std::memory_order_relaxed);
+  s.io_uring = g_counters.io_uring.load(std::memory_order_relaxed);
   s.batch_items = g_counters.batch_items.load(std::memory_order_relaxed);
   s.accept_backoffs = detail::g_accept_backoffs.load(std::memory_order_relaxed);
   return s;
 }
 
+std::string socket_engine_fallback_reason() { return detail::engines().fallback_reason; }
+
 std::string to_string(const socket_engine_stats& s) {
   char buf[256];
   std::snprintf(buf, sizeof buf,
-                "tpl-sockets engines=%u inline=%d wakeups=%llu events=%llu batch_items=%llu largest_batch=%llu "
+                "tpl-sockets engines=%u source=%s inline=%d wakeups=%llu events=%llu batch_items=%llu largest_batch=%llu "
                 "accept_backoffs=%llu",
-                s.engine_count, s.inline_completions ? 1 : 0, static_cast<unsigned long long>(s.engine_wakeups),
+                s.engine_count, s.io_uring ? "io_uring" : "epoll", s.inline_completions ? 1 : 0, static_cast<unsigned long long>(s.engine_wakeups),
                 static_cast<unsigned long long>(s.events), static_cast<unsigned long long>(s.batch_items),
                 static_cast<unsigned long long>(s.largest_batch), static_cast<unsigned long long>(s.accept_backoffs));
   return buf;

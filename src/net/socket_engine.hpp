@@ -1,5 +1,6 @@
-// The socket engine (internal): epoll threads that turn readiness into calls on readiness_targets,
-// and the hand-off of each wake-up's batch of ready sockets to the thread pool.
+// The socket engine (internal): threads that turn readiness (from epoll, or from io_uring with
+// TPL_IO_ENGINE=io_uring: readiness_source.hpp) into calls on readiness_targets, and the hand-off of
+// each wake-up's batch of ready sockets to the thread pool.
 //
 // The seam (.NET's SocketAsyncEngine.Unix.cs / SocketAsyncContext.Unix.cs): the engine knows a
 // socket only as a readiness_target (a descriptor, a reference count and on_readiness(bits)); it
@@ -47,6 +48,20 @@ class readiness_target {
     if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
   }
 
+  /// The io_uring source's record of this target (uring_source.cpp; unused with epoll): the
+  /// requests attach()/detach() queued for the engine thread (guarded by the source's request
+  /// lock), the link of its request list (and later of its release list), the engine thread's own
+  /// view (the descriptor it polls, whether detach() was seen), and `removed`, which the engine
+  /// thread sets once no poll holds the socket's file any more (detach() waits for it).
+  struct uring_record {
+    std::uint8_t requests = 0;
+    bool queued = false;
+    bool detached = false;
+    int fd = -1;
+    readiness_target* next = nullptr;
+    std::atomic<std::uint32_t> removed{0};
+  } uring;
+
  protected:
   virtual ~readiness_target() = default;
 
@@ -55,10 +70,12 @@ class readiness_target {
 };
 
 /// Process-wide engine configuration, read once from the environment (TPL_SOCKETS_ENGINE_COUNT,
-/// TPL_SOCKETS_INLINE_COMPLETIONS; a malformed value throws std::invalid_argument naming it).
+/// TPL_SOCKETS_INLINE_COMPLETIONS, TPL_IO_ENGINE; a malformed value throws std::invalid_argument
+/// naming it).
 struct engine_config {
   unsigned engine_count = 1;
   bool inline_completions = false;
+  bool io_uring = false;  ///< TPL_IO_ENGINE=io_uring: readiness from io_uring (epoll if refused)
 };
 engine_config engine_config_from_environment();
 

@@ -19,14 +19,20 @@ namespace tpl::net {
 struct socket_engine_stats {
   unsigned engine_count = 0;        ///< engines started (0 before the first socket)
   bool inline_completions = false;  ///< TPL_SOCKETS_INLINE_COMPLETIONS
-  std::uint64_t engine_wakeups = 0; ///< epoll_wait returns with at least one socket event
-  std::uint64_t events = 0;         ///< socket readiness events epoll_wait returned (each handled once)
+  bool io_uring = false;            ///< the engines learn readiness from io_uring (TPL_IO_ENGINE=io_uring), not epoll
+  std::uint64_t engine_wakeups = 0; ///< waits (epoll_wait, io_uring) that returned at least one socket event
+  std::uint64_t events = 0;         ///< socket readiness events those waits returned (each handled once)
   std::uint64_t batch_items = 0;    ///< pool work items that handled events (first and helpers)
-  std::uint64_t largest_batch = 0;  ///< most socket events one epoll_wait returned
+  std::uint64_t largest_batch = 0;  ///< most socket events one wait returned
   std::uint64_t accept_backoffs = 0;///< accepts that waited for lack of descriptors or memory
 };
 
 socket_engine_stats socket_stats() noexcept;
+
+/// Why TPL_IO_ENGINE=io_uring was asked for and the socket engines use epoll (tpl built without
+/// liburing, or the ring refused: EPERM under seccomp or kernel.io_uring_disabled, ENOSYS, ENOMEM);
+/// empty when nothing fell back. Starts the engines if no socket has yet.
+std::string socket_engine_fallback_reason();
 
 /// One line, as the trace prints it.
 std::string to_string(const socket_engine_stats& s);
