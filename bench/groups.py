@@ -207,6 +207,8 @@ TPL_SERVERS = [
      {"TPL_SOCKETS_INLINE_COMPLETIONS": "0"}),
     ("echo", "example_echo_server", "example_echo_server, inline completions", ["0"],
      {"TPL_SOCKETS_INLINE_COMPLETIONS": "1"}),
+    ("echo", "example_echo_server", "example_echo_server, io_uring readiness, completions on the pool",
+     ["0"], {"TPL_SOCKETS_INLINE_COMPLETIONS": "0", "TPL_IO_ENGINE": "io_uring"}),
     ("sync_over_async_server", "example_sync_over_async_server",
      "tpl::delay(100 ms).wait() in the handler, completions on the pool (default)", ["0"],
      {"TPL_SOCKETS_INLINE_COMPLETIONS": "0"}),
@@ -217,6 +219,8 @@ TPL_SERVERS = [
      ["0"], {"TPL_SOCKETS_INLINE_COMPLETIONS": "0"}),
     ("plaintext", "example_http_hello", "example_http_hello, inline completions", ["0"],
      {"TPL_SOCKETS_INLINE_COMPLETIONS": "1"}),
+    ("plaintext", "example_http_hello", "example_http_hello, io_uring readiness, completions on the pool",
+     ["0"], {"TPL_SOCKETS_INLINE_COMPLETIONS": "0", "TPL_IO_ENGINE": "io_uring"}),
 ]
 
 # tpl_micro_bench's groups (bench/micro/*.cpp, "Group/Method" names) -> description.

@@ -40,6 +40,10 @@
 //     completion naming the target;
 //   - a re-arm made before the detach was seen is submitted before the removal, which removes it.
 // Either way exactly one last completion releases the target, and no completion names it after.
+// tests/net/net_model_uring_source_test.cpp checks these hand-offs (requests, eventfd, arm,
+// removal, the kernel's own ends of a poll, retire and release) over every interleaving, with
+// known-bad variants: retiring when the removal is submitted, re-arming without looking at
+// `detached`, a detach() that does not wait, a detach() that does not wake the engine.
 // A poll that ends with an error while the target is attached reports readable | writable (the
 // waiting operations try their system calls, which say what is wrong) before it is re-armed.
 //
