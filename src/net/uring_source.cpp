@@ -23,10 +23,11 @@
 // `removed`) until the engine thread has seen the poll's last completion; by then the kernel has
 // freed the poll and its file reference (it frees completed requests before io_uring_enter
 // returns), and the caller's close() is the socket's real close, as with epoll. The wait is one
-// round trip to the engine thread, which never waits for the pool. On the engine thread itself
-// (inline completions: a continuation that closes a socket) detach() cannot wait for itself; the
-// removal is then made at the engine's next wait, right after the continuation returns, and the
-// socket really closes then.
+// round trip to the engine thread, which never waits for the pool. On an engine thread (inline
+// completions: a continuation that closes a socket) detach() does not wait: not for itself, which
+// could never answer, and not for another engine thread, which may at that moment be waiting the
+// same way for this one. The removal is then made at that engine's next wait (for its own
+// sockets, right after the continuation returns), and the socket really closes then.
 //
 // Lifetime (readiness_source.hpp, invariant 2). The kernel names a target only by its user_data
 // (the pointer). A multishot poll posts completions with IORING_CQE_F_MORE while it stays armed;
@@ -125,7 +126,7 @@ class uring_source final : public readiness_source {
 
   void detach(int, readiness_target* t) noexcept override {
     request(t, kRemove);
-    if (t_serving == this) return;  // the engine thread itself (see the header)
+    if (t_serving != nullptr) return;  // an engine thread (see the header)
     // Acquire: pairs with the engine thread's release store, after which no poll holds the file.
     while (t->uring.removed.load(std::memory_order_acquire) == 0) t->uring.removed.wait(0, std::memory_order_acquire);
   }
@@ -135,22 +136,32 @@ class uring_source final : public readiness_source {
     for (;;) {
       const int r = io_uring_submit_and_wait(&ring_, 1);
       if (r >= 0 || r == -ETIME) break;
-      if (r == -EINTR || r == -EAGAIN || r == -EBUSY) {
-        if (io_uring_cq_ready(&ring_) != 0) break;  // something to reap even though submit failed
-        continue;
+      if (r == -EINTR) continue;
+      if (r == -EAGAIN || r == -EBUSY) {
+        // The kernel cannot take the submissions now (completions it holds back for want of room,
+        // or memory): wait for completions without submitting, reap them, and submit next round.
+        io_uring_cqe* first = nullptr;
+        if (const int w = io_uring_wait_cqe(&ring_, &first); w < 0 && w != -EINTR && w != -EAGAIN) {
+          std::fprintf(stderr, "tpl::net: io_uring_wait_cqe failed: %s\n", std::strerror(-w));
+          std::abort();
+        }
+        break;
       }
       std::fprintf(stderr, "tpl::net: io_uring_submit_and_wait failed: %s\n", std::strerror(-r));
       std::abort();
     }
-    unsigned head = 0;
-    unsigned seen = 0;
-    io_uring_cqe* cqe = nullptr;
-    io_uring_for_each_cqe(&ring_, head, cqe) {
-      if (seen == kMaxBatch) break;  // the rest wait for the next round (the wait returns at once)
-      ++seen;
-      on_cqe(cqe->user_data, cqe->res, cqe->flags, batch);
+    // At most kMaxBatch completions; the rest wait for the next round (its wait returns at once).
+    // Each is consumed before it is handled, so the completion queue has room for what the
+    // kernel holds back whenever handling one submits (next_sqe()).
+    for (std::size_t seen = 0; seen < kMaxBatch; ++seen) {
+      io_uring_cqe* cqe = nullptr;
+      if (io_uring_peek_cqe(&ring_, &cqe) != 0 || cqe == nullptr) break;
+      const std::uint64_t data = cqe->user_data;
+      const int res = cqe->res;
+      const unsigned flags = cqe->flags;
+      io_uring_cqe_seen(&ring_, cqe);
+      on_cqe(data, res, flags, batch);
     }
-    io_uring_cq_advance(&ring_, seen);
   }
 
   void end_batch() noexcept override {
@@ -209,8 +220,9 @@ class uring_source final : public readiness_source {
         std::fprintf(stderr, "tpl::net: io_uring_submit failed: %s\n", std::strerror(-r));
         std::abort();
       }
-      // -EBUSY: the kernel holds completions that overflowed the queue; this thread is the one
-      // that reaps them, so it cannot wait for room here without reaping first.
+      // -EBUSY: the kernel holds back completions for want of room in the queue; every completion
+      // this thread has handled is consumed already (wait()), so the kernel can move them in and
+      // take the submissions on a retry. Still refused after that many tries, something is broken.
       if (r < 0 && tries >= 1000) {
         std::fprintf(stderr, "tpl::net: io_uring submission queue stays full: %s\n", std::strerror(-r));
         std::abort();
@@ -294,7 +306,7 @@ class uring_source final : public readiness_source {
     arm(t);
   }
 
-  static thread_local const uring_source* t_serving;  // set on each engine thread to its source
+  static thread_local const uring_source* t_serving;  // set on each engine thread (to its source)
 
   io_uring ring_{};
   bool ring_ready_ = false;
