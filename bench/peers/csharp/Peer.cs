@@ -6,6 +6,9 @@
 //   peer --serve <kind> <method>            a server of a server group (CoreCLR only): Socket
 //                                           with async/await, a task per connection
 //
+// The files groups (CoreCLR only) use FileStream with FileOptions.Asynchronous, as a .NET Core 3.1
+// program does: on Unix its asynchronous reads and writes run the system call on a pool thread.
+//
 // Compiled twice by Mono's mcs: for Mono (mscorlib) and, with -define:CORECLR, against the
 // framework assemblies of .NET Core 3.1 (PyPI's dotnetcore2), run on CoreCLR. Written as a C#
 // programmer would: async/await, Task.Run, TaskCompletionSource, Task.WhenAll, Parallel.For,
@@ -17,6 +20,7 @@ using System.Collections.Concurrent;
 using System.Collections.Generic;
 using System.Diagnostics;
 using System.Globalization;
+using System.IO;
 using System.Runtime.CompilerServices;
 using System.Text;
 using System.Threading;
@@ -585,8 +589,149 @@ static class Peer
 #endif
         m.Add(new Method("rw_lock_stress", "ReaderWriterLockSlim, 100 Task.Run a round (seed 000)", (q, r) => RwLockStress(q)));
         m.Add(new Method("async_generator", "await foreach over an async iterator (lowered by hand)", (q, r) => SumAwaitForeach(Pick(q, 1000000, 100000)).Result));
+#if CORECLR
+        m.Add(new Method("files_seq_read", "FileStream.ReadAsync 64 KiB", (q, r) => FilesSeqRead(q).Result));
+        m.Add(new Method("files_rand_read", "FileStream Seek + ReadAsync 4 KiB", (q, r) => FilesRandRead(q, 1)));
+        m.Add(new Method("files_rand_read_16", "16 tasks, each Seek + ReadAsync 4 KiB on a FileStream of its own", (q, r) => FilesRandRead(q, 16)));
+        m.Add(new Method("files_seq_write", "FileStream.WriteAsync 64 KiB", (q, r) => FilesSeqWrite(q).Result));
+        m.Add(new Method("files_rand_write", "FileStream Seek + WriteAsync 4 KiB", (q, r) => FilesRandWrite(q).Result));
+#endif
         return m;
     }
+
+#if CORECLR
+    // ---- files groups (bench/groups.py): FileStream on the file bench/run.py prepared ------------
+    // TPL_BENCH_FILE: 4 KiB blocks, block b filled with the byte b mod 256, in the page cache;
+    // sequential writes go to TPL_BENCH_WRITE_FILE. Every FileStream is opened with
+    // FileOptions.Asynchronous and a buffer size of 1 (no FileStream buffer: each ReadAsync or
+    // WriteAsync is one system call, as in the other programs). .NET Core 3.1 has no RandomAccess
+    // (.NET 6): a positional read is Seek + ReadAsync, on a FileStream of the reader's own.
+    const int FileBlock = 4096, FileSeqChunk = 64 << 10;
+
+    static long FilesReadBytes(bool quick) { return quick ? 16L << 20 : 1L << 30; }
+
+    static string FilesEnvPath(string name)
+    {
+        string p = Environment.GetEnvironmentVariable(name);
+        if (string.IsNullOrEmpty(p))
+        {
+            Console.Error.WriteLine(name + " is not set (bench/run.py prepares the file)");
+            Environment.Exit(2);
+        }
+        return p;
+    }
+
+    // The LCG every program of the files groups uses: byte offsets of random blocks of the region.
+    static long[] RandomOffsets(int count, long region)
+    {
+        ulong x = 42, blocks = (ulong)(region / FileBlock);
+        var offsets = new long[count];
+        for (int i = 0; i < count; i++)
+        {
+            unchecked { x = x * 6364136223846793005UL + 1442695040888963407UL; }
+            offsets[i] = (long)((x >> 33) % blocks) * FileBlock;
+        }
+        return offsets;
+    }
+
+    static FileStream OpenFile(string path, FileMode mode, FileAccess access)
+    {
+        return new FileStream(path, mode, access, FileShare.ReadWrite, 1, FileOptions.Asynchronous);
+    }
+
+    // Fills buf with the blocks that start at firstBlock (one Array.Fill per block).
+    static void FillBlocks(byte[] buf, long firstBlock)
+    {
+        for (int b = 0; b < buf.Length / FileBlock; b++)
+            Array.Fill(buf, unchecked((byte)(firstBlock + b)), b * FileBlock, FileBlock);
+    }
+
+    static async Task<long> FilesSeqRead(bool quick)
+    {
+        using (var fs = OpenFile(FilesEnvPath("TPL_BENCH_FILE"), FileMode.Open, FileAccess.Read))
+        {
+            var buf = new byte[FileSeqChunk];
+            long limit = FilesReadBytes(quick), total = 0;
+            while (total < limit)
+            {
+                int n = await fs.ReadAsync(buf, 0, (int)Math.Min(FileSeqChunk, limit - total));
+                if (n <= 0) break;
+                total += n;
+            }
+            return total;
+        }
+    }
+
+    static async Task<long> ReadBlocks(string path, long[] offsets, int lo, int hi)
+    {
+        using (var fs = OpenFile(path, FileMode.Open, FileAccess.Read))
+        {
+            var buf = new byte[FileBlock];
+            long sum = 0;
+            for (int i = lo; i < hi; i++)
+            {
+                fs.Seek(offsets[i], SeekOrigin.Begin);
+                for (int got = 0; got < FileBlock;)
+                {
+                    int n = await fs.ReadAsync(buf, got, FileBlock - got);
+                    if (n <= 0) throw new IOException("end of file at " + offsets[i]);
+                    got += n;
+                }
+                sum += buf[0];
+            }
+            return sum;
+        }
+    }
+
+    // The random reads split over `readers`: 1 awaits on the calling thread; more start a task each.
+    static long FilesRandRead(bool quick, int readers)
+    {
+        string path = FilesEnvPath("TPL_BENCH_FILE");
+        long[] offsets = RandomOffsets(Pick(quick, 100000, 5000), FilesReadBytes(quick));
+        var tasks = new Task<long>[readers];
+        for (int r = 0; r < readers; r++)
+        {
+            int lo = offsets.Length * r / readers, hi = offsets.Length * (r + 1) / readers;
+            tasks[r] = readers == 1 ? ReadBlocks(path, offsets, lo, hi) : Task.Run(() => ReadBlocks(path, offsets, lo, hi));
+        }
+        long sum = 0;
+        foreach (var t in tasks) sum += t.Result;
+        return sum;
+    }
+
+    static async Task<long> FilesSeqWrite(bool quick)
+    {
+        using (var fs = OpenFile(FilesEnvPath("TPL_BENCH_WRITE_FILE"), FileMode.Create, FileAccess.Write))
+        {
+            var chunk = new byte[FileSeqChunk];
+            long size = quick ? 16L << 20 : 64L << 20, total = 0;
+            for (; total < size; total += FileSeqChunk)
+            {
+                FillBlocks(chunk, total / FileBlock);
+                await fs.WriteAsync(chunk, 0, FileSeqChunk);
+            }
+            return total;
+        }
+    }
+
+    // Rewrites random blocks of the read file in place, each with the bytes it holds.
+    static async Task<long> FilesRandWrite(bool quick)
+    {
+        using (var fs = OpenFile(FilesEnvPath("TPL_BENCH_FILE"), FileMode.Open, FileAccess.Write))
+        {
+            var block = new byte[FileBlock];
+            long total = 0;
+            foreach (long off in RandomOffsets(Pick(quick, 25000, 1000), FilesReadBytes(quick)))
+            {
+                FillBlocks(block, off / FileBlock);
+                fs.Seek(off, SeekOrigin.Begin);
+                await fs.WriteAsync(block, 0, FileBlock);
+                total += FileBlock;
+            }
+            return total;
+        }
+    }
+#endif
 
 #if CORECLR
     // ---- servers of the server groups (--serve; bench/peers/README.md, "Server groups") ----------
