@@ -106,8 +106,6 @@ class epoll_source final : public readiness_source {
     releasing_.clear();  // keeps its capacity: the next swap gives detach() room without allocating
   }
 
-  const char* name() const noexcept override { return "epoll"; }
-
  private:
   int epoll_fd_ = -1;
   int wake_fd_ = -1;

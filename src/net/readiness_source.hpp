@@ -57,8 +57,6 @@ class readiness_source {
   /// After the batch was handed on (each event with its own reference): drops the references of
   /// targets detached before it.
   virtual void end_batch() noexcept = 0;
-  /// "epoll" or "io_uring".
-  virtual const char* name() const noexcept = 0;
 };
 
 /// Translates poll/epoll flags (the same values for both) into readiness bits.

@@ -11,11 +11,10 @@
 // cancels an exiting thread's requests). DEFER_TASKRUN, which would run that work only inside the
 // engine's waits, is not used: with it the engine thread slept through wake-ups on this kernel
 // (6.18; tpl_net_tests' thousand-connection echo hung in every run), a cause not yet understood.
-// So attach() and detach() do not submit: they
-// queue a request on the target (intrusive, no allocation), link it on the request list under
-// `requests_lock_`, and write the wake-up eventfd when the list was empty. The engine thread
-// watches that eventfd with a multishot poll of its own, takes the whole list and submits the
-// polls and removals itself before it waits again.
+// So attach() and detach() do not submit: they queue a request on the target (intrusive, no
+// allocation), link it on the request list under `requests_lock_`, and write the wake-up eventfd
+// when the list was empty. The engine thread watches that eventfd with a multishot poll of its
+// own, takes the whole list and submits the polls and removals itself before it waits again.
 //
 // Close (why detach() waits). A poll holds a reference to the socket's file, so closing the
 // descriptor while one is armed would not close the socket: a listener would go on accepting, a
@@ -135,7 +134,7 @@ class uring_source final : public readiness_source {
     if (!started_) start_on_engine_thread();
     for (;;) {
       const int r = io_uring_submit_and_wait(&ring_, 1);
-      if (r >= 0 || r == -ETIME) break;
+      if (r >= 0) break;
       if (r == -EINTR) continue;
       if (r == -EAGAIN || r == -EBUSY) {
         // The kernel cannot take the submissions now (completions it holds back for want of room,
@@ -171,8 +170,6 @@ class uring_source final : public readiness_source {
       t->release();
     }
   }
-
-  const char* name() const noexcept override { return "io_uring"; }
 
  private:
   // Any thread: queue `bit` for the engine thread and wake it if the list was empty.

@@ -58,6 +58,17 @@ class scoped_env {
   std::optional<std::string> old_;
 };
 
+// `name`=`bad` must make the configuration throw std::invalid_argument naming the variable.
+void expect_rejected_by_name(const char* name, const char* bad) {
+  scoped_env env(name, bad);
+  try {
+    (void)tpl::net::detail::engine_config_from_environment();
+    ADD_FAILURE() << "accepted " << name << "=\"" << bad << "\"";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find(name), std::string::npos) << e.what();
+  }
+}
+
 TEST(net_engine, configuration_is_parsed_strictly) {
   using tpl::net::detail::engine_config_from_environment;
   {
@@ -67,15 +78,8 @@ TEST(net_engine, configuration_is_parsed_strictly) {
     EXPECT_EQ(c.engine_count, 3u);
     EXPECT_TRUE(c.inline_completions);
   }
-  for (const char* bad : {"", "0", "-1", "2x", " 2", "1025", "99999999999999999999"}) {
-    scoped_env count("TPL_SOCKETS_ENGINE_COUNT", bad);
-    try {
-      (void)engine_config_from_environment();
-      ADD_FAILURE() << "accepted TPL_SOCKETS_ENGINE_COUNT=\"" << bad << "\"";
-    } catch (const std::invalid_argument& e) {
-      EXPECT_NE(std::string(e.what()).find("TPL_SOCKETS_ENGINE_COUNT"), std::string::npos);
-    }
-  }
+  for (const char* bad : {"", "0", "-1", "2x", " 2", "1025", "99999999999999999999"})
+    expect_rejected_by_name("TPL_SOCKETS_ENGINE_COUNT", bad);
   for (const char* bad : {"", "2", "yes", "TRUE", "on"}) {
     scoped_env inl("TPL_SOCKETS_INLINE_COMPLETIONS", bad);
     EXPECT_THROW((void)engine_config_from_environment(), std::invalid_argument) << bad;
@@ -88,15 +92,7 @@ TEST(net_engine, configuration_is_parsed_strictly) {
     scoped_env engine("TPL_IO_ENGINE", "epoll");
     EXPECT_FALSE(engine_config_from_environment().io_uring);
   }
-  for (const char* bad : {"", "uring", "IO_URING", "epoll ", "pool"}) {
-    scoped_env engine("TPL_IO_ENGINE", bad);
-    try {
-      (void)engine_config_from_environment();
-      ADD_FAILURE() << "accepted TPL_IO_ENGINE=\"" << bad << "\"";
-    } catch (const std::invalid_argument& e) {
-      EXPECT_NE(std::string(e.what()).find("TPL_IO_ENGINE"), std::string::npos);
-    }
-  }
+  for (const char* bad : {"", "uring", "IO_URING", "epoll ", "pool"}) expect_rejected_by_name("TPL_IO_ENGINE", bad);
 }
 
 // Run under ctest both with and without TPL_IO_ENGINE=io_uring (tpl_net_tests_io_uring).
