@@ -47,6 +47,8 @@ tpl::task<int> spawned_chain(int depth) {
 
 tpl::task<int> wait_for_gate(tpl::task<int> gate) { co_return 1 + co_await gate; }
 
+tpl::task<int> record_and_return_7() { co_return 7; }
+
 tpl::thread_pool_options one_worker() {
   tpl::thread_pool_options o;
   o.thread_count = 1;
@@ -166,6 +168,34 @@ TEST(spawn, a_child_taken_back_that_then_suspends_resumes_its_awaiter) {
   EXPECT_FALSE(parent.is_completed());
   gate.set_result(40);
   EXPECT_EQ(parent.get(), 42);
+}
+
+namespace {
+// Runs parent on a fresh one-worker pool and returns how many work items the pool executed: a
+// child taken back by its awaiter runs inside its parent's item, so the whole fork-join is one.
+template <class F>
+std::uint64_t items_for(F parent_fn, int expect) {
+  tpl::thread_pool pool(one_worker());
+  EXPECT_EQ(tpl::run(pool, parent_fn).get(), expect);
+  pool.shutdown();  // joins the worker: its counters are final
+  return pool.stats().items_executed;
+}
+}  // namespace
+
+TEST(spawn, an_awaited_child_still_on_top_runs_inside_its_parents_item) {
+  EXPECT_EQ(items_for([]() -> tpl::task<int> {
+              tpl::task<int> child = tpl::spawn([] { return record_and_return_7(); });
+              co_return co_await child;
+            }, 7),
+            1u);
+}
+
+TEST(spawn, an_awaited_value_task_child_still_on_top_runs_inside_its_parents_item) {
+  EXPECT_EQ(items_for([]() -> tpl::task<int> {
+              tpl::value_task<int> child = tpl::spawn([]() -> tpl::value_task<int> { co_return 7; });
+              co_return co_await std::move(child);
+            }, 7),
+            1u);
 }
 
 TEST(spawn, a_child_whose_handle_is_shared_completes_for_every_holder) {

@@ -157,6 +157,10 @@ class [[nodiscard]] value_task {
     }
     bool await_suspend(std::coroutine_handle<> h) {
       if (TPL_UNLIKELY(vt->kind_ == kind::source_awaiting)) return vt->source_->on_completed(h, vt->token_);
+      // A spawned coroutine still queued on this worker runs here first, as task<T>'s await does.
+      if (vt->state_->started_deferred() && detail::run_deferred_inline(*vt->state_) &&
+          vt->state_->is_completed())
+        return false;
       continuation = h;
       on_complete = &fire;
       return vt->state_->add_waiter(this);
@@ -252,6 +256,8 @@ class [[nodiscard]] value_task {
 namespace detail {
 template <class T>
 value_task<T> value_task_promise<T>::get_return_object() noexcept {
+  // The frame's address lets an await take a spawned coroutine back from the worker's deque.
+  this->set_frame_address(std::coroutine_handle<value_task_promise>::from_promise(*this).address());
   return value_task<T>(adopt_state, this);
 }
 
