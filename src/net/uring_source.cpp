@@ -8,9 +8,9 @@
 // work that runs on the thread that submitted it; with every submission made by the engine thread
 // (and the ring set up SINGLE_ISSUER where the kernel has it), that work never interrupts a pool
 // worker, and a poll does not end when the thread that created its socket exits (the kernel
-// cancels an exiting thread's requests). DEFER_TASKRUN, which would run that work only inside the
-// engine's waits, is not used: with it the engine thread slept through wake-ups on this kernel
-// (6.18; tpl_net_tests' thousand-connection echo hung in every run), a cause not yet understood.
+// cancels an exiting thread's requests). Where the kernel has DEFER_TASKRUN (6.1), that work runs
+// only inside the engine's waits, so it does not interrupt the engine thread either; a poll's
+// wake-up then stays pending as task work, owning the poll, until the engine's next wait.
 // So attach() and detach() do not submit: they queue a request on the target (intrusive, no
 // allocation), link it on the request list under `requests_lock_`, and write the wake-up eventfd
 // when the list was empty. The engine thread watches that eventfd with a multishot poll of its
@@ -18,7 +18,9 @@
 //
 // Close (why detach() waits). A poll holds a reference to the socket's file, so closing the
 // descriptor while one is armed would not close the socket: a listener would go on accepting, a
-// linger-0 close would send no reset. So detach() queues the removal and waits (a futex wait on
+// linger-0 close would send no reset. So detach() queues the removal (a cancellation of the poll
+// by its user_data, IORING_OP_ASYNC_CANCEL: IORING_OP_POLL_REMOVE fails with -EALREADY on a poll
+// whose wake-up is pending as task work, and leaves it armed) and waits (a futex wait on
 // `removed`) until the engine thread has seen the poll's last completion; by then the kernel has
 // freed the poll and its file reference (it frees completed requests before io_uring_enter
 // returns), and the caller's close() is the socket's real close, as with epoll. The wait is one
@@ -30,7 +32,7 @@
 //
 // Lifetime (readiness_source.hpp, invariant 2). The kernel names a target only by its user_data
 // (the pointer). A multishot poll posts completions with IORING_CQE_F_MORE while it stays armed;
-// its last completion has no F_MORE: after a POLL_REMOVE (detach), or when the kernel ends it on
+// its last completion has no F_MORE: after the cancellation (detach), or when the kernel ends it on
 // its own (for instance when the completion queue overflowed). On that last completion the engine
 // thread re-arms the poll unless the target is detached; a detached target goes on the release
 // list, released by end_batch() once the batch was handed on. All of this runs on the engine
@@ -43,7 +45,8 @@
 // tests/net/net_model_uring_source_test.cpp checks these hand-offs (requests, eventfd, arm,
 // removal, the kernel's own ends of a poll, retire and release) over every interleaving, with
 // known-bad variants: retiring when the removal is submitted, re-arming without looking at
-// `detached`, a detach() that does not wait, a detach() that does not wake the engine.
+// `detached`, a detach() that does not wait, a detach() that does not wake the engine, a removal
+// by POLL_REMOVE (the model's kernel lets a wake-up's pending task work own the poll).
 // A poll that ends with an error while the target is attached reports readable | writable (the
 // waiting operations try their system calls, which say what is wrong) before it is re-armed.
 //
@@ -96,19 +99,22 @@ class uring_source final : public readiness_source {
   }
 
   // 0 or -errno. The ring starts disabled where the kernel supports single-issuer rings (6.0), so
-  // that the engine thread, which enables it, is its only submitter.
+  // that the engine thread, which enables it, is its only submitter; DEFER_TASKRUN (6.1) is asked
+  // for first, and each older kernel's EINVAL drops the newest flag.
   int start(uring_init_fn init) {
-    io_uring_params p{};
-    p.flags = IORING_SETUP_CQSIZE | IORING_SETUP_CLAMP | IORING_SETUP_SINGLE_ISSUER |
-              IORING_SETUP_R_DISABLED;
-    p.cq_entries = kCqEntries;
-    int r = init(kSqEntries, &ring_, &p);
-    if (r == -EINVAL) {  // before 6.0: no single-issuer rings; the engine thread still submits alone
-      p = io_uring_params{};
-      p.flags = IORING_SETUP_CQSIZE | IORING_SETUP_CLAMP;
+    constexpr unsigned kTries[] = {
+        IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_R_DISABLED | IORING_SETUP_DEFER_TASKRUN,
+        IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_R_DISABLED,
+        0,  // before 6.0: no single-issuer rings; the engine thread still submits alone
+    };
+    int r = -EINVAL;
+    for (unsigned extra : kTries) {
+      io_uring_params p{};
+      p.flags = IORING_SETUP_CQSIZE | IORING_SETUP_CLAMP | extra;
       p.cq_entries = kCqEntries;
       r = init(kSqEntries, &ring_, &p);
-      needs_enable_ = false;
+      needs_enable_ = (extra & IORING_SETUP_R_DISABLED) != 0;
+      if (r != -EINVAL) break;
     }
     if (r < 0) return r;
     ring_ready_ = true;
@@ -266,8 +272,12 @@ class uring_source final : public readiness_source {
           retire(t);
           continue;
         }
+        // A cancellation, not IORING_OP_POLL_REMOVE: a removal that finds the poll's wake-up
+        // still pending as task work fails with -EALREADY and leaves the poll armed (and
+        // detach() waiting for ever), whereas a cancellation marks it, and the pending task work
+        // then ends the poll with its last completion.
         io_uring_sqe* sqe = next_sqe();
-        io_uring_prep_poll_remove(sqe, reinterpret_cast<std::uint64_t>(t));
+        io_uring_prep_cancel64(sqe, reinterpret_cast<std::uint64_t>(t), 0);
         io_uring_sqe_set_data64(sqe, kInternalUserData);
       } else if ((bits & kArm) != 0) {
         arm(t);

@@ -1,8 +1,11 @@
 // The engine's hand-off: a continuation that blocks until another socket's event is handled does
 // not stall that event (each batch item queues a helper before it handles its first event); the
 // engine's configuration is parsed strictly; the readiness source asked for (TPL_IO_ENGINE) serves,
-// or says why not; and sockets attached and detached in quick succession, with operations pending,
-// are all released (the sanitizer builds' leak check sees a target a source forgot).
+// or says why not; an io_uring setup that an older kernel refuses is retried without its newest
+// flags; and sockets attached and detached in quick succession, with operations pending, are all
+// released (the sanitizer builds' leak check sees a target a source forgot).
+#include <linux/io_uring.h>
+
 #include <cerrno>
 #include <cstring>
 #include <latch>
@@ -124,6 +127,29 @@ TEST(net_engine, a_refused_ring_gives_no_source_and_the_reason) {
   if (why.find("without liburing") == std::string::npos) {
     EXPECT_NE(why.find(std::strerror(EPERM)), std::string::npos) << why;
   }
+}
+
+// An older kernel refuses the newest setup flags with EINVAL: DEFER_TASKRUN (6.1), then the
+// single-issuer pair (6.0). Each refusal drops the newest flag and tries again.
+std::vector<unsigned> g_setup_flags_tried;
+int refuse_new_flags(unsigned, void*, void* params) {
+  const unsigned flags = static_cast<io_uring_params*>(params)->flags;
+  g_setup_flags_tried.push_back(flags);
+  if (flags & (IORING_SETUP_DEFER_TASKRUN | IORING_SETUP_SINGLE_ISSUER)) return -EINVAL;
+  return -EPERM;  // ends the test without a ring
+}
+
+TEST(net_engine, a_kernel_without_the_newest_setup_flags_is_asked_again_without_them) {
+  std::string why;
+  g_setup_flags_tried.clear();
+  EXPECT_EQ(tpl::net::detail::make_uring_source(&why, &refuse_new_flags), nullptr);
+  if (why.find("without liburing") != std::string::npos) GTEST_SKIP() << why;
+  ASSERT_EQ(g_setup_flags_tried.size(), 3u);
+  constexpr unsigned kNew = IORING_SETUP_DEFER_TASKRUN | IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_R_DISABLED;
+  EXPECT_EQ(g_setup_flags_tried[0] & kNew, kNew);
+  EXPECT_EQ(g_setup_flags_tried[1] & kNew, IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_R_DISABLED);
+  EXPECT_EQ(g_setup_flags_tried[2] & kNew, 0u);
+  EXPECT_NE(why.find(std::strerror(EPERM)), std::string::npos) << why;
 }
 
 // Sockets attached and detached before the engine thread saw either request, closed with an
