@@ -79,9 +79,23 @@ class epoll_source final : public readiness_source {
     }
   }
 
-  void wait(std::vector<ready_event>& batch) noexcept override {
-    const int n = ::epoll_wait(epoll_fd_, events_.get(), static_cast<int>(kMaxBatch), -1);
-    if (n < 0) return;  // EINTR; nothing else can fail on a valid epoll descriptor
+  void wait(std::vector<ready_event>& batch) noexcept override { collect(::epoll_wait(epoll_fd_, events_.get(), static_cast<int>(kMaxBatch), -1), batch); }
+  void poll(std::vector<ready_event>& batch) noexcept override { collect(::epoll_wait(epoll_fd_, events_.get(), static_cast<int>(kMaxBatch), 0), batch); }
+
+  void end_batch() noexcept override {
+    {
+      std::lock_guard g(retire_lock_);
+      releasing_.swap(retired_);
+    }
+    for (readiness_target* t : releasing_) t->release();
+    releasing_.clear();  // keeps its capacity: the next swap gives detach() room without allocating
+  }
+
+ private:
+  // The n events epoll_wait returned (n < 0: EINTR; nothing else can fail on a valid epoll
+  // descriptor).
+  void collect(int n, std::vector<ready_event>& batch) noexcept {
+    if (n < 0) return;
     bool woken = false;
     for (int i = 0; i < n; ++i) {
       auto* t = static_cast<readiness_target*>(events_[i].data.ptr);
@@ -97,16 +111,6 @@ class epoll_source final : public readiness_source {
     }
   }
 
-  void end_batch() noexcept override {
-    {
-      std::lock_guard g(retire_lock_);
-      releasing_.swap(retired_);
-    }
-    for (readiness_target* t : releasing_) t->release();
-    releasing_.clear();  // keeps its capacity: the next swap gives detach() room without allocating
-  }
-
- private:
   int epoll_fd_ = -1;
   int wake_fd_ = -1;
   std::unique_ptr<epoll_event[]> events_;

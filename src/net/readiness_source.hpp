@@ -1,7 +1,8 @@
 // Where a socket engine's readiness comes from (internal): epoll (epoll_source.cpp, the default)
 // or io_uring multishot polls (uring_source.cpp, TPL_IO_ENGINE=io_uring). The engine
-// (socket_engine.cpp) owns one source and knows nothing of epoll or io_uring: it calls wait() for
-// a batch, hands the batch on (inline or to the pool) and then calls end_batch().
+// (socket_engine.cpp) owns one source and knows nothing of epoll or io_uring: it calls wait() (or,
+// an inline engine busy polling, poll()) for a batch, hands the batch on (inline or to the pool)
+// and then calls end_batch().
 //
 // Invariants every source keeps:
 //   1. Both report edges: a change of a socket's readiness is reported at least once after it
@@ -10,10 +11,10 @@
 //   2. attach() takes a reference to the target; the source drops it only after detach() and
 //      after the last batch that can name the target has been handed on (inside end_batch()), so
 //      every event of a batch finds its target alive until end_batch().
-//   3. attach() and detach() may be called from any thread, concurrently with wait(); wait() and
-//      end_batch() are called by the engine thread only.
-//   4. wait() and end_batch() allocate nothing: a batch is at most kMaxBatch events, in a vector
-//      the engine reserved for that many.
+//   3. attach() and detach() may be called from any thread, concurrently with wait(); wait(),
+//      poll() and end_batch() are called by the engine thread only.
+//   4. wait(), poll() and end_batch() allocate nothing: a batch is at most kMaxBatch events, in a
+//      vector the engine reserved for that many.
 #pragma once
 
 #include <sys/epoll.h>
@@ -54,6 +55,9 @@ class readiness_source {
   /// `batch` is empty on entry and has room for that many). May return with none (a wake-up that
   /// only retired a target).
   virtual void wait(std::vector<ready_event>& batch) noexcept = 0;
+  /// As wait(), without blocking: appends what the kernel reports now, possibly nothing. Engine
+  /// thread only, like wait(); each call is a batch of its own (end_batch() follows it).
+  virtual void poll(std::vector<ready_event>& batch) noexcept = 0;
   /// After the batch was handed on (each event with its own reference): drops the references of
   /// targets detached before it.
   virtual void end_batch() noexcept = 0;

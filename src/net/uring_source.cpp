@@ -155,18 +155,19 @@ class uring_source final : public readiness_source {
       std::fprintf(stderr, "tpl::net: io_uring_submit_and_wait failed: %s\n", std::strerror(-r));
       std::abort();
     }
-    // At most kMaxBatch completions; the rest wait for the next round (its wait returns at once).
-    // Each is consumed before it is handled, so the completion queue has room for what the
-    // kernel holds back whenever handling one submits (next_sqe()).
-    for (std::size_t seen = 0; seen < kMaxBatch; ++seen) {
-      io_uring_cqe* cqe = nullptr;
-      if (io_uring_peek_cqe(&ring_, &cqe) != 0 || cqe == nullptr) break;
-      const std::uint64_t data = cqe->user_data;
-      const int res = cqe->res;
-      const unsigned flags = cqe->flags;
-      io_uring_cqe_seen(&ring_, cqe);
-      on_cqe(data, res, flags, batch);
+    reap(batch);
+  }
+
+  void poll(std::vector<ready_event>& batch) noexcept override {
+    if (!started_) start_on_engine_thread();
+    // Submits what is queued and, with deferred task work, runs it, which posts what the kernel
+    // has for us; no wait. A refusal (EBUSY, EAGAIN) leaves the submissions for the next wait.
+    const int r = io_uring_submit_and_get_events(&ring_);
+    if (r < 0 && r != -EINTR && r != -EAGAIN && r != -EBUSY) {
+      std::fprintf(stderr, "tpl::net: io_uring_submit_and_get_events failed: %s\n", std::strerror(-r));
+      std::abort();
     }
+    reap(batch);
   }
 
   void end_batch() noexcept override {
@@ -178,6 +179,21 @@ class uring_source final : public readiness_source {
   }
 
  private:
+  // At most kMaxBatch completions; the rest wait for the next round (its wait returns at once).
+  // Each is consumed before it is handled, so the completion queue has room for what the kernel
+  // holds back whenever handling one submits (next_sqe()).
+  void reap(std::vector<ready_event>& batch) noexcept {
+    for (std::size_t seen = 0; seen < kMaxBatch; ++seen) {
+      io_uring_cqe* cqe = nullptr;
+      if (io_uring_peek_cqe(&ring_, &cqe) != 0 || cqe == nullptr) break;
+      const std::uint64_t data = cqe->user_data;
+      const int res = cqe->res;
+      const unsigned flags = cqe->flags;
+      io_uring_cqe_seen(&ring_, cqe);
+      on_cqe(data, res, flags, batch);
+    }
+  }
+
   // Any thread: queue `bit` for the engine thread and wake it if the list was empty.
   void request(readiness_target* t, std::uint8_t bit) noexcept {
     bool wake = false;

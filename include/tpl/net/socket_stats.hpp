@@ -25,6 +25,7 @@ struct socket_engine_stats {
   std::uint64_t batch_items = 0;    ///< pool work items that handled events (first and helpers)
   std::uint64_t largest_batch = 0;  ///< most socket events one wait returned
   std::uint64_t accept_backoffs = 0;///< accepts that waited for lack of descriptors or memory
+  std::uint64_t busy_poll_batches = 0; ///< inline engines: batches found by polling without blocking after a busy one
 };
 
 socket_engine_stats socket_stats() noexcept;
