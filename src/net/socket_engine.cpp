@@ -223,7 +223,7 @@ class socket_engine {
   }
 
   // Inline engines only: after a batch with socket events, polls the source without blocking
-  // for up to kInlineBusyPollUs; true with batch_ holding what the kernel reported, false when
+  // for up to kInlineBusyPoll; true with batch_ holding what the kernel reported, false when
   // nothing came (the caller then blocks in wait()).
   bool busy_poll() noexcept {
     const auto until = std::chrono::steady_clock::now() + kInlineBusyPoll;
