@@ -259,6 +259,17 @@ struct model {
       if (!error.empty()) return;
       add(n, s.cancel_marked ? "kernel: task work ends the canceled poll" : "kernel: task work posts the event");
     }
+    if (s.owned && s.spontaneous_end) {
+      // The task work cannot post (completion queue overflow) and ends the poll on its own.
+      state n = s;
+      --n.spontaneous_end;
+      n.owned = 0;
+      n.cancel_marked = 0;
+      n.armed = 0;
+      push_cq(n, c_last, error);
+      if (!error.empty()) return;
+      add(n, "kernel: task work ends the poll on its own");
+    }
     if (s.armed && !s.owned && s.spontaneous_end) {
       state n = s;
       --n.spontaneous_end;
