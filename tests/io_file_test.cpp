@@ -2,7 +2,6 @@
 // file, cancellation before start, close with operations started, many concurrent readers, and
 // the engine choice (TPL_IO_ENGINE's parsing, the fallback when io_uring is refused). Every
 // engine-dependent test runs on the pool engine and on io_uring.
-#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 

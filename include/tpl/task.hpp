@@ -146,6 +146,12 @@ struct is_task<task<T>> : std::true_type {};
 /// suspended (or, past the trampoline's depth, was queued to run next on this worker).
 bool run_deferred_inline(task_state_base& s) noexcept;
 
+/// The awaiters' first step: true when s was spawned, taken back here by run_deferred_inline, and
+/// completed while it ran, so the await continues without suspending.
+inline bool took_back_to_completion(task_state_base& s) noexcept {
+  return s.started_deferred() && run_deferred_inline(s) && s.is_completed();
+}
+
 /// Awaits a task_state. Owning: holds a reference (awaiting an rvalue task) and may move the
 /// result out when it is the sole owner. Suppress: never throws, yields void. ForceYield: always
 /// continues on the pool. AlwaysInline: continues on the completing thread even when it is not
@@ -173,8 +179,7 @@ class task_awaiter : private waiter {
   bool await_suspend(std::coroutine_handle<> h) noexcept {
     if constexpr (!ForceYield) {
       // A spawned task still queued on this worker runs here first (.NET's task inlining).
-      if (state_->started_deferred() && run_deferred_inline(*state_) && state_->is_completed())
-        return false;
+      if (took_back_to_completion(*state_)) return false;
     }
     continuation_ = h;
     on_complete = &fire;
@@ -224,9 +229,7 @@ class configured_awaiter : private waiter {
     return !force_yield_ && state_->is_completed();
   }
   bool await_suspend(std::coroutine_handle<> h) noexcept {
-    if (!force_yield_ && state_->started_deferred() && run_deferred_inline(*state_) &&
-        state_->is_completed())
-      return false;
+    if (!force_yield_ && took_back_to_completion(*state_)) return false;
     continuation_ = h;
     on_complete = &fire;
     if (state_->add_waiter(this)) return true;

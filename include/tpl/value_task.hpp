@@ -158,9 +158,7 @@ class [[nodiscard]] value_task {
     bool await_suspend(std::coroutine_handle<> h) {
       if (TPL_UNLIKELY(vt->kind_ == kind::source_awaiting)) return vt->source_->on_completed(h, vt->token_);
       // A spawned coroutine still queued on this worker runs here first, as task<T>'s await does.
-      if (vt->state_->started_deferred() && detail::run_deferred_inline(*vt->state_) &&
-          vt->state_->is_completed())
-        return false;
+      if (detail::took_back_to_completion(*vt->state_)) return false;
       continuation = h;
       on_complete = &fire;
       return vt->state_->add_waiter(this);

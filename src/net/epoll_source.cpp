@@ -79,8 +79,8 @@ class epoll_source final : public readiness_source {
     }
   }
 
-  void wait(std::vector<ready_event>& batch) noexcept override { collect(::epoll_wait(epoll_fd_, events_.get(), static_cast<int>(kMaxBatch), -1), batch); }
-  void poll(std::vector<ready_event>& batch) noexcept override { collect(::epoll_wait(epoll_fd_, events_.get(), static_cast<int>(kMaxBatch), 0), batch); }
+  void wait(std::vector<ready_event>& batch) noexcept override { take(-1, batch); }
+  void poll(std::vector<ready_event>& batch) noexcept override { take(0, batch); }
 
   void end_batch() noexcept override {
     {
@@ -92,10 +92,10 @@ class epoll_source final : public readiness_source {
   }
 
  private:
-  // The n events epoll_wait returned (n < 0: EINTR; nothing else can fail on a valid epoll
-  // descriptor).
-  void collect(int n, std::vector<ready_event>& batch) noexcept {
-    if (n < 0) return;
+  // One epoll_wait (timeout_ms: -1 blocks, 0 returns at once) and its events into batch.
+  void take(int timeout_ms, std::vector<ready_event>& batch) noexcept {
+    const int n = ::epoll_wait(epoll_fd_, events_.get(), static_cast<int>(kMaxBatch), timeout_ms);
+    if (n < 0) return;  // EINTR; nothing else can fail on a valid epoll descriptor
     bool woken = false;
     for (int i = 0; i < n; ++i) {
       auto* t = static_cast<readiness_target*>(events_[i].data.ptr);

@@ -2,8 +2,9 @@
 // not stall that event (each batch item queues a helper before it handles its first event); the
 // engine's configuration is parsed strictly; the readiness source asked for (TPL_IO_ENGINE) serves,
 // or says why not; an io_uring setup that an older kernel refuses is retried without its newest
-// flags; each source's poll() (an inline engine's busy poll) reports without blocking; and sockets attached and detached in quick succession, with operations pending, are all
-// released (the sanitizer builds' leak check sees a target a source forgot).
+// flags; each source's poll() (an inline engine's busy poll) reports without blocking; and sockets
+// attached and detached in quick succession, with operations pending, are all released (the
+// sanitizer builds' leak check sees a target a source forgot).
 #include <linux/io_uring.h>
 #include <sys/socket.h>
 #include <unistd.h>
