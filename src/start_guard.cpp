@@ -74,6 +74,16 @@ void defer_start(std::coroutine_handle<> h) {
     s->schedule(h);
 }
 
+std::uintptr_t measured_stack_threshold() noexcept {
+  start_guard_state& g = start_guard_tls();
+  if (!g.measured) {
+    g.stack_threshold = measure_stack_threshold();
+    g.measured = true;
+    if (!g.spawn_pending) g.defer_below = g.stack_threshold;
+  }
+  return g.stack_threshold;
+}
+
 std::uintptr_t stack_threshold_for_testing() noexcept { return start_guard_tls().stack_threshold; }
 
 }  // namespace tpl::detail

@@ -128,6 +128,30 @@ tpl::task<std::int64_t> skynet_spawn(std::int64_t num, std::int64_t size) {
   co_return sum;
 }
 
+// ---- tpl::parallel::invoke: fork-join of plain calls (the idiom docs/tasks.md teaches first) ----
+std::int64_t skynet_invoke(std::int64_t num, std::int64_t size) {
+  if (size == 1) return num;
+  const std::int64_t sub = size / 10;
+  std::int64_t r[10];
+  auto child = [&r, num, sub](int i) { return [&r, num, sub, i] { r[i] = skynet_invoke(num + i * sub, sub); }; };
+  tpl::parallel::invoke(child(0), child(1), child(2), child(3), child(4), child(5), child(6), child(7), child(8),
+                        child(9));
+  std::int64_t sum = 0;
+  for (std::int64_t v : r) sum += v;
+  return sum;
+}
+
+long long fib_invoke(int n) {
+  if (n < 2) return n;
+  long long a = 0, b = 0;
+  tpl::parallel::invoke([&] { a = fib_invoke(n - 1); }, [&] { b = fib_invoke(n - 2); });
+  return a + b;
+}
+
+long long invoke_on_pool(long long (*f)(int), int n) {
+  return tpl::run([f, n] { return f(n); }).get();
+}
+
 // ---- fib: binary fork-join ----------------------------------------------------------------------
 tpl::task<long long> fib_spawn(int n) {
   if (n < 2) co_return n;
@@ -168,8 +192,12 @@ int main(int argc, char** argv) {
        499999500000LL, 4999950000LL},
       {"skynet", "tpl spawn (one frame per child)", [](bool q) { return static_cast<long long>(tpl::sync_wait(skynet_spawn(0, q ? 100'000 : 1'000'000))); },
        499999500000LL, 4999950000LL},
+      {"skynet", "tpl parallel::invoke", [](bool q) { return static_cast<long long>(tpl::run([q] { return skynet_invoke(0, q ? 100'000 : 1'000'000); }).get()); },
+       499999500000LL, 4999950000LL},
+      {"fib30", "tpl parallel::invoke", [](bool q) { return invoke_on_pool(fib_invoke, q ? 25 : 30); }, 832040LL, 75025LL},
       {"fib30", "tpl spawn + inline last child", [](bool q) { return on_pool(fib_spawn, q ? 25 : 30); }, 832040LL, 75025LL},
       {"fib30", "tpl run + when_all", [](bool q) { return on_pool(fib_run, q ? 25 : 30); }, 832040LL, 75025LL},
+      {"fib35", "tpl parallel::invoke", [](bool q) { return invoke_on_pool(fib_invoke, q ? 30 : 35); }, 9227465LL, 832040LL},
       {"fib35", "tpl spawn + inline last child", [](bool q) { return on_pool(fib_spawn, q ? 30 : 35); }, 9227465LL, 832040LL},
   };
   return tpl_bench::workload_main(argc, argv, methods);

@@ -28,6 +28,7 @@
 #include "tpl/wait_async.hpp"
 #include "tpl/sync/async_semaphore.hpp"
 #include "tpl/parallel.hpp"
+#include "tpl/parallel_invoke.hpp"
 #include "tpl/sync/async_mutex.hpp"
 #include "tpl/sync/async_event.hpp"
 #include "tpl/sync/async_countdown_event.hpp"

@@ -46,6 +46,7 @@
 #include "global_queue.hpp"
 #include "io_counters.hpp"
 #include "tpl/detail/cpu_count.hpp"
+#include "tpl/detail/fork_job.hpp"
 #include "tpl/detail/pool_policy.hpp"
 #include "tpl/thread_pool.hpp"
 #include "work_stealing_deque.hpp"
@@ -229,6 +230,18 @@ struct thread_pool::impl {
   void* take_stale_next(worker& self, std::size_t n, std::size_t start);
 
   void run(worker& self, void* item);
+
+  // ---- fork jobs (fork_join.cpp; tpl/detail/fork_job.hpp) --------------------------------------
+
+  // Whether a queued item is a fork job (a tagged pointer) rather than a coroutine.
+  static bool is_fork_job(void* item) noexcept;
+  // Runs a fork job a worker took from a queue, publishes kDone and wakes a sleeping invoker.
+  static void run_fork_job(void* item) noexcept;
+  // A join whose job was stolen: helps with fork jobs, then sleeps until the job is done.
+  void wait_for_stolen(worker& self, detail::fork_job* j) noexcept;
+  void* steal_fork_job(worker& self) noexcept;
+  // run(), keeping the calling thread's execution context (for items run inside a join).
+  void run_nested(worker& self, void* item) noexcept;
 
   void worker_main(worker& self, bool is_spinning);
 

@@ -76,6 +76,23 @@ class work_stealing_deque {
     return item;
   }
 
+  /// As steal(), taking the top item only if pred(item) holds: otherwise it stays where it is
+  /// (no write at all: the item read is only looked at). nullptr when empty, refused or lost.
+  template <class Pred>
+  void* steal_if(Pred pred) {
+    std::int64_t t = top_.load(std::memory_order_acquire);
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    const std::int64_t b = bottom_.load(std::memory_order_acquire);
+    if (t >= b) return nullptr;
+    ring* r = buffer_.load(std::memory_order_acquire);
+    void* item = r->get(t);
+    if (!pred(item)) return nullptr;
+    if (!top_.compare_exchange_strong(t, t + 1, std::memory_order_seq_cst,
+                                      std::memory_order_relaxed))
+      return nullptr;
+    return item;
+  }
+
   /// Approximate (racy by nature): for statistics and "is there work" checks.
   std::int64_t size_approx() const noexcept {
     // relaxed: a hint only.

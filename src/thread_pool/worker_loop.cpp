@@ -183,7 +183,10 @@ void* thread_pool::impl::take_stale_next(worker& self, std::size_t n, std::size_
 }
 
 void thread_pool::impl::run(worker& self, void* item) {
-  detail::run_item(to_handle(item));
+  if (TPL_UNLIKELY(is_fork_job(item)))
+    run_fork_job(item);
+  else
+    detail::run_item(to_handle(item));
   detail::reset_context();  // each item starts in the default execution context
   // relaxed: a statistic, written only by this thread.
   self.items_executed.store(self.items_executed.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
@@ -257,7 +260,10 @@ void thread_pool::impl::drain_inline() {
       if (any_work_seq_cst()) continue;  // lost a steal race
       return;
     }
-    detail::run_item(to_handle(item));
+    if (is_fork_job(item))
+      run_fork_job(item);
+    else
+      detail::run_item(to_handle(item));
   }
 }
 

@@ -74,6 +74,10 @@ inline void end_spawn_request() noexcept {
   }
 }
 
+/// The stack address below which this thread has little stack left (measured on first use; 0
+/// when the stack could not be measured). tpl::parallel::invoke does not help other work below it.
+std::uintptr_t measured_stack_threshold() noexcept;
+
 /// Testing: the threshold measured for this thread (0 before the first coroutine start on it, or
 /// when its stack could not be measured).
 std::uintptr_t stack_threshold_for_testing() noexcept;

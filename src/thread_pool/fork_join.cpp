@@ -1,0 +1,196 @@
+// The pool's side of fork jobs (tpl/detail/fork_job.hpp, for tpl::parallel::invoke): queuing a
+// job from its invoker's stack, running a stolen one, and joining.
+//
+// Joining a job queued on the invoker's own deque (fork_join_local):
+//  1. Pop the deque. The job on top is the invoker's (each invoke pushes its jobs and joins them
+//     newest first, and nested invokes have joined theirs before they return), unless the
+//     invoker's own functions queued coroutines and did not wait for them: those are moved to
+//     the worker's fair queue, where any worker takes them, and the pop goes on.
+//  2. The pop returned the job: run it here as a plain call (no atomic: see fork_job.hpp).
+//  3. The deque is empty: the job was stolen. Help: steal *fork jobs* from the other workers'
+//     deques and run them here, nested, until the job is done. Only fork jobs: a coroutine run
+//     nested here could wait for what the invoker's caller does after the join, and the wait
+//     would then never end (oneTBB's isolation guards the same hazard). A fork job waits only
+//     for its own jobs, which are below it on this stack or on a thief's.
+//  4. Nothing to steal for kHelpSpin: announce kSleeping (CAS from 0; if it fails the job is
+//     done) and sleep on the word inside a blocking_region, so the pool may add a worker for
+//     the work queued meanwhile. The thief's exchange to kDone reads kSleeping and wakes us.
+// Nested help runs on this thread's stack; below the start guard's threshold (little stack
+// left) the join does not help and goes straight to step 4.
+//
+// Memory orders (the same on ARMv8 and x86): the runner's exchange is release, so the job's
+// results and error are visible to whoever reads kDone with acquire (the invoker's load, or its
+// failed CAS). Sleeping is announced by a CAS and done is published by an exchange on the same
+// word, so they are totally ordered: either the CAS sees kDone (and the invoker does not sleep),
+// or the exchange sees kSleeping (and wakes it). tests/model_fork_join_test.cpp checks this, and
+// the take-back/steal exclusivity, in every interleaving.
+#include <chrono>
+#include <optional>
+
+#include "pool_impl.hpp"
+#include "tpl/detail/flow.hpp"
+#include "tpl/detail/fork_job.hpp"
+#include "tpl/detail/futex.hpp"
+#include "tpl/detail/start_guard.hpp"
+
+namespace tpl {
+
+namespace {
+
+/// How long a join whose job was stolen keeps looking for fork jobs before it sleeps: the
+/// pool's own spin bound, for the same reason (about a park/unpark round trip).
+constexpr auto kHelpSpin = pool_detail::kSpinBeforeParkUs;
+
+void* tag(detail::fork_job* j) noexcept { return reinterpret_cast<void*>(reinterpret_cast<std::uintptr_t>(j) | 1u); }
+
+}  // namespace
+
+bool thread_pool::impl::is_fork_job(void* item) noexcept {
+  return (reinterpret_cast<std::uintptr_t>(item) & 1u) != 0;
+}
+
+// A stolen job, or one queued from outside, run by a worker (or by drain_inline at shutdown).
+void thread_pool::impl::run_fork_job(void* item) noexcept {
+  auto* j = reinterpret_cast<detail::fork_job*>(reinterpret_cast<std::uintptr_t>(item) & ~std::uintptr_t{1});
+  detail::flow_state& f = detail::flow_tls();
+  detail::context_data* outer = f.current;  // the runner's own context (a helper's caller's)
+  f.current = j->context;                   // borrowed: the job keeps its reference until joined
+  j->execute(j);
+  f.current = outer;
+  // release: the function's effects and j->error happen before the invoker's acquire of kDone.
+  if (j->state.exchange(detail::fork_job::kDone, std::memory_order_release) == detail::fork_job::kSleeping)
+    detail::futex_wake_one(&j->state);  // after the exchange j may be gone: a system call on the address only
+}
+
+namespace detail {
+
+fork_placement fork_push(fork_job* j) {
+  using impl = thread_pool::impl;
+  impl::thread_context& ctx = impl::t_context;
+  // The invoker's context travels with the job: a thief runs it there (as .NET's tasks capture
+  // their ExecutionContext). relaxed increment inside add_ref: the invoker holds a reference.
+  j->context = flow_tls().current;
+  add_ref(j->context);
+  try {
+    if (ctx.pool != nullptr) {
+      ctx.self->local.push(tag(j));
+      ctx.pool->after_push();
+      return fork_placement::own_deque;
+    }
+    thread_pool::default_pool();  // builds it on first use
+    impl* p = impl::default_impl.load(std::memory_order_acquire);
+    p->push_from_outside(tag(j), p->queue_for_outside());
+    return fork_placement::pool;
+  } catch (...) {
+    release(j->context);
+    j->context = nullptr;
+    throw;
+  }
+}
+
+void fork_join_local(fork_job* j) noexcept {
+  using impl = thread_pool::impl;
+  impl::thread_context& ctx = impl::t_context;
+  impl& pool = *ctx.pool;
+  impl::worker& self = *ctx.self;
+  void* const mine = tag(j);
+  for (;;) {
+    void* top = self.local.pop();
+    if (top == mine) {
+      j->execute(j);  // taken back: nobody else saw it
+      release(j->context);
+      return;
+    }
+    if (top == nullptr) break;
+    // A coroutine the invoker's functions queued and did not wait for (or a job of a nested
+    // invoke that threw before joining: impossible, invoke joins every job). It goes where any
+    // worker takes it; push can throw only when the fair queue cannot grow.
+    try {
+      self.fair.push(top);
+      pool.after_push();
+    } catch (...) {
+      pool.run_nested(self, top);  // no room to move it: run it here rather than lose it
+    }
+  }
+  pool.wait_for_stolen(self, j);
+  release(j->context);
+}
+
+void fork_wait(fork_job* j) noexcept {
+  std::uint32_t s = 0;
+  // acquire (also on failure): kDone read here makes the job's results visible.
+  if (j->state.compare_exchange_strong(s, fork_job::kSleeping, std::memory_order_acquire)) {
+    std::optional<blocking_region> blocked;
+    try {
+      blocked.emplace("tpl::parallel::invoke");
+    } catch (...) {
+      // A scheduler that refuses blocking cannot be this thread's (it is no worker); wait anyway.
+    }
+    while (j->state.load(std::memory_order_acquire) != fork_job::kDone) futex_wait(&j->state, fork_job::kSleeping);
+  }
+  release(j->context);
+}
+
+}  // namespace detail
+
+// Step 3 and 4 of the join (file comment).
+void thread_pool::impl::wait_for_stolen(worker& self, detail::fork_job* j) noexcept {
+  const bool may_help =
+      reinterpret_cast<std::uintptr_t>(__builtin_frame_address(0)) >= detail::measured_stack_threshold();
+  auto spin_until = clock::now() + kHelpSpin;
+  unsigned looks = 0;
+  for (;;) {
+    // acquire: pairs with the runner's release exchange.
+    if (j->state.load(std::memory_order_acquire) == detail::fork_job::kDone) return;
+    if (may_help) {
+      if (void* item = steal_fork_job(self)) {
+        run_fork_job(item);
+        spin_until = clock::now() + kHelpSpin;
+        continue;
+      }
+    }
+    // Check the clock every 64 looks only: a look is a few loads.
+    if ((++looks & 63) != 0 || clock::now() < spin_until) {
+      TPL_CPU_RELAX();
+      continue;
+    }
+    std::uint32_t s = 0;
+    // acquire on failure: kDone read here makes the results visible.
+    if (!j->state.compare_exchange_strong(s, detail::fork_job::kSleeping, std::memory_order_acquire)) return;
+    std::optional<detail::blocking_region> blocked;
+    try {
+      blocked.emplace("tpl::parallel::invoke");
+    } catch (...) {
+      // The pool's workers never refuse to block; sleep without the scope if it still failed.
+    }
+    while (j->state.load(std::memory_order_acquire) != detail::fork_job::kDone)
+      detail::futex_wait(&j->state, detail::fork_job::kSleeping);
+    return;
+  }
+}
+
+// Runs a coroutine item on the stack of a join, keeping the invoker's execution context (run()
+// resets the thread's context after the item, as a worker's loop does between items).
+void thread_pool::impl::run_nested(worker& self, void* item) noexcept {
+  detail::flow_state& f = detail::flow_tls();
+  detail::context_data* outer = f.current;
+  f.current = nullptr;
+  run(self, item);
+  f.current = outer;
+}
+
+// A fork job from another worker's deque (the top one, if it is a fork job: a coroutine there
+// is left where it is).
+void* thread_pool::impl::steal_fork_job(worker& self) noexcept {
+  const std::size_t n = slot_count.load(std::memory_order_acquire);
+  if (n <= 1) return nullptr;
+  const std::size_t start = self.rng() % n;
+  for (std::size_t k = 0; k < n; ++k) {
+    worker& victim = *slots[(start + k) % n].load(std::memory_order_relaxed);
+    if (&victim == &self) continue;
+    if (void* item = victim.local.steal_if([](void* p) { return is_fork_job(p); })) return item;
+  }
+  return nullptr;
+}
+
+}  // namespace tpl
