@@ -30,7 +30,7 @@
 
 namespace tpl::detail {
 
-struct context_data;
+class context_data;
 
 struct fork_job {
   static constexpr std::uint32_t kDone = 1;
