@@ -197,3 +197,62 @@ TEST(parallel_invoke, nested_invokes_under_load_run_each_leaf_once) {
   for (int i = 0; i < 8; ++i) items.push_back(tpl::run(pool, [] { return skynet(0, 1000); }));
   for (auto& t : items) EXPECT_EQ(t.get(), 499'500);
 }
+
+TEST(parallel_invoke_options, a_token_canceled_before_the_call_runs_nothing) {
+  tpl::cancellation_token_source cts;
+  cts.cancel();
+  std::atomic<int> ran{0};
+  EXPECT_THROW(tpl::parallel::invoke({.token = cts.token()}, [&] { ++ran; }, [&] { ++ran; }), tpl::operation_canceled);
+  EXPECT_EQ(ran.load(), 0);
+}
+
+TEST(parallel_invoke_options, a_token_canceled_during_the_call_starts_no_other_function) {
+  // Degree 1: the functions run one after another on the caller, so the cancellation made by the
+  // second stops the third and fourth from starting.
+  tpl::cancellation_token_source cts;
+  std::vector<int> ran;
+  EXPECT_THROW(tpl::parallel::invoke({.max_degree_of_parallelism = 1, .token = cts.token()}, [&] { ran.push_back(0); },
+                                     [&] {
+                                       ran.push_back(1);
+                                       cts.cancel();
+                                     },
+                                     [&] { ran.push_back(2); }, [&] { ran.push_back(3); }),
+               tpl::operation_canceled);
+  EXPECT_EQ(ran, (std::vector<int>{0, 1}));
+}
+
+TEST(parallel_invoke_options, the_degree_caps_how_many_functions_run_at_once) {
+  for (int degree : {1, 2}) {
+    std::atomic<int> running{0}, most{0}, ran{0};
+    auto f = [&] {
+      const int now = ++running;
+      int seen = most.load();
+      while (now > seen && !most.compare_exchange_weak(seen, now)) {
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      --running;
+      ++ran;
+    };
+    tpl::run([&] { tpl::parallel::invoke({.max_degree_of_parallelism = degree}, f, f, f, f, f, f); }).get();
+    EXPECT_EQ(ran.load(), 6);
+    EXPECT_LE(most.load(), degree);
+  }
+  EXPECT_THROW(tpl::parallel::invoke({.max_degree_of_parallelism = -2}, [] {}), std::invalid_argument);
+}
+
+TEST(parallel_invoke_options, exceptions_win_over_cancellation_and_unlimited_degree_runs_all) {
+  std::atomic<int> ran{0};
+  EXPECT_THROW(tpl::parallel::invoke({.max_degree_of_parallelism = -1}, [&] { ++ran; }, [&] { ++ran; throw std::runtime_error("x"); },
+                                     [&] { ++ran; }),
+               tpl::aggregate_exception);
+  EXPECT_EQ(ran.load(), 3);
+}
+
+TEST(parallel_invoke_options, a_scheduler_runs_the_whole_invoke) {
+  tpl::thread_pool pool(tpl::thread_pool_options{.thread_count = 2});
+  std::atomic<bool> on_other{true};
+  const auto caller = std::this_thread::get_id();
+  tpl::parallel::invoke({.scheduler = &pool}, [&] { if (std::this_thread::get_id() == caller) on_other = false; },
+                        [&] { if (std::this_thread::get_id() == caller) on_other = false; });
+  EXPECT_TRUE(on_other.load());
+}

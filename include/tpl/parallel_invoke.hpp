@@ -24,20 +24,38 @@
 // aggregate_exception holding every exception thrown, in the order of the functions (.NET's
 // AggregateException).
 //
+// With options (.NET Parallel.Invoke(ParallelOptions, ...)): a token canceled before the call
+// throws operation_canceled and runs nothing; one canceled during the call lets the functions that
+// started finish, starts no other, and then throws operation_canceled (aggregate_exception if a
+// function threw). max_degree_of_parallelism caps how many functions run at once (checked as
+// parallel::for_ checks it: n > 0, 0 default, -1 unlimited, else std::invalid_argument). With a
+// scheduler that is not the caller's, the whole invoke runs on that scheduler, the caller
+// blocking until it ends; its queued functions go to the deque of the pool worker it runs on,
+// else (a scheduler whose threads are no pool workers) to the default pool.
+//
+//   tpl::parallel::invoke({.max_degree_of_parallelism = 2, .token = t}, load_a, load_b, load_c);
+//
 // Rules: functions must not wait (task::wait(), sync_wait) for work that the caller of invoke does
 // after invoke returns. Use tpl::spawn (tpl/spawn.hpp) for fork-join of coroutines that await I/O:
 // invoke blocks its thread for the whole join, as .NET's Parallel.Invoke does.
 #pragma once
 
+#include <algorithm>
+#include <array>
+#include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <exception>
 #include <tuple>
 #include <type_traits>
 #include <utility>
 #include <vector>
 
+#include "tpl/cancellation.hpp"
 #include "tpl/detail/fork_job.hpp"
 #include "tpl/exceptions.hpp"
+#include "tpl/parallel.hpp"
+#include "tpl/run.hpp"
 
 namespace tpl::parallel {
 
@@ -45,12 +63,17 @@ namespace detail {
 
 enum class job_queue : unsigned char { own_deque, pool, none };
 
+/// Runs jobs[0..count-1]: jobs[0] here; jobs[1..count-1] queued and joined newest first (pushed
+/// from the last, so jobs[1] is on top of the deque and the oldest, the last function, is the
+/// first a thief takes).
 template <std::size_t N>
-void run_forked(tpl::detail::fork_job* (&jobs)[N]) {
-  // jobs[0] runs here; jobs[1..N-1] are queued newest-first-joined: pushed from the last, so
-  // jobs[1] is on top of the deque and the oldest (the last function) is the first a thief takes.
+void run_first(tpl::detail::fork_job* (&jobs)[N], std::size_t count) {
+  if constexpr (N == 1) {
+    jobs[0]->execute(jobs[0]);
+    return;
+  }
   job_queue where[N] = {};
-  for (std::size_t i = N - 1; i >= 1; --i) {
+  for (std::size_t i = count - 1; i >= 1; --i) {
     try {
       where[i] = tpl::detail::fork_push(jobs[i]) == tpl::detail::fork_placement::own_deque ? job_queue::own_deque
                                                                                            : job_queue::pool;
@@ -59,7 +82,7 @@ void run_forked(tpl::detail::fork_job* (&jobs)[N]) {
     }
   }
   jobs[0]->execute(jobs[0]);
-  for (std::size_t i = 1; i < N; ++i) {
+  for (std::size_t i = 1; i < count; ++i) {
     switch (where[i]) {
       case job_queue::own_deque:
         tpl::detail::fork_join_local(jobs[i]);
@@ -72,13 +95,85 @@ void run_forked(tpl::detail::fork_job* (&jobs)[N]) {
         break;
     }
   }
+  (void)count;
+}
+
+template <class R, std::size_t... I>
+std::array<tpl::detail::fork_job_of<R>, sizeof...(I)> make_runner_jobs(R& runner, std::index_sequence<I...>) {
+  return {((void)I, tpl::detail::fork_job_of<R>(runner))...};
+}
+
+template <std::size_t N>
+void run_forked(tpl::detail::fork_job* (&jobs)[N]) {
+  run_first(jobs, N);
   std::vector<std::exception_ptr> errors;
   for (tpl::detail::fork_job* j : jobs)
     if (j->error) errors.push_back(std::move(j->error));
   if (!errors.empty()) throw aggregate_exception(std::move(errors));
 }
 
+/// The options form: `runners` fork jobs (the caller's own run included) claim the functions in
+/// order from a shared index, so at most that many run at once, and each claim checks the token.
+template <std::size_t N>
+void run_claimed(tpl::detail::fork_job* (&fns)[N], std::size_t runners, const cancellation_token& token) {
+  struct shared_state {
+    tpl::detail::fork_job* (&fns)[N];
+    const cancellation_token& token;
+    std::atomic<std::size_t> next{0};
+    std::atomic<bool> canceled{false};
+  } st{fns, token};
+  auto runner = [&st] {
+    for (;;) {
+      // relaxed: the index only hands out distinct functions; their effects are published by
+      // the runners' joins.
+      const std::size_t i = st.next.fetch_add(1, std::memory_order_relaxed);
+      if (i >= N) return;
+      if (st.token.is_cancellation_requested()) {
+        st.canceled.store(true, std::memory_order_relaxed);  // read after the joins
+        continue;
+      }
+      st.fns[i]->execute(st.fns[i]);
+    }
+  };
+  std::array<tpl::detail::fork_job_of<decltype(runner)>, N> jobs = make_runner_jobs(runner, std::make_index_sequence<N>{});
+  tpl::detail::fork_job* list[N];
+  for (std::size_t i = 0; i < N; ++i) list[i] = &jobs[i];
+  run_first(list, runners);
+  std::vector<std::exception_ptr> errors;
+  for (tpl::detail::fork_job* j : fns)
+    if (j->error) errors.push_back(std::move(j->error));
+  if (!errors.empty()) throw aggregate_exception(std::move(errors));
+  if (st.canceled.load(std::memory_order_relaxed)) throw operation_canceled();
+}
+
 }  // namespace detail
+
+/// Runs every function, in parallel where workers are free, and returns when all have returned.
+/// Throws aggregate_exception with every exception they threw, or operation_canceled when the
+/// token stopped some from starting. See the file comment.
+template <class... F>
+  requires(std::is_invocable_v<std::remove_reference_t<F>&> && ...)
+void invoke(const parallel_options& options, F&&... fns) {
+  constexpr std::size_t n = sizeof...(F);
+  const std::uint64_t degree = tpl::detail::loop_degree(options, true);
+  options.token.throw_if_cancellation_requested();
+  if constexpr (n != 0) {
+    tpl::scheduler* target = options.scheduler;
+    if (target != nullptr && target != tpl::scheduler::current()) {
+      parallel_options here = options;
+      here.scheduler = nullptr;
+      tpl::run(*target, [&] { invoke(here, static_cast<F&&>(fns)...); }).get();
+      return;
+    }
+    std::tuple<tpl::detail::fork_job_of<std::remove_reference_t<F>>...> jobs{fns...};
+    std::apply(
+        [&](auto&... j) {
+          tpl::detail::fork_job* list[] = {&j...};
+          detail::run_claimed(list, static_cast<std::size_t>(std::min<std::uint64_t>(degree, n)), options.token);
+        },
+        jobs);
+  }
+}
 
 /// Runs every function, in parallel where workers are free, and returns when all have returned.
 /// Throws aggregate_exception with every exception they threw.
