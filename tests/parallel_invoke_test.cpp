@@ -256,3 +256,24 @@ TEST(parallel_invoke_options, a_scheduler_runs_the_whole_invoke) {
                         [&] { if (std::this_thread::get_id() == caller) on_other = false; });
   EXPECT_TRUE(on_other.load());
 }
+
+TEST(parallel_invoke, a_value_a_function_sets_stays_in_its_own_copy_of_the_context) {
+  // .NET runs each action in the captured ExecutionContext: what one sets is seen neither by the
+  // caller afterwards nor by the other actions, whether it ran inline or was stolen.
+  static tpl::async_local<int> value;
+  tpl::thread_pool pool(tpl::thread_pool_options{.thread_count = 2});
+  for (int degree : {0, 1}) {
+    tpl::run(pool, [&] {
+      value.set(1);
+      std::atomic<int> seen_by_others{0};
+      auto setter = [&] { value.set(2); };
+      auto reader = [&] { if (value.value() != 1) ++seen_by_others; };
+      if (degree == 0)
+        tpl::parallel::invoke(setter, reader, setter, reader, reader);
+      else
+        tpl::parallel::invoke({.max_degree_of_parallelism = 1}, setter, reader, setter, reader, reader);
+      EXPECT_EQ(seen_by_others.load(), 0);
+      EXPECT_EQ(value.value(), 1);
+    }).get();
+  }
+}

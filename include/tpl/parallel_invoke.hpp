@@ -20,6 +20,10 @@
 // From a thread that is no pool worker (main, say), the queued functions go to the default pool
 // and the caller, after running the first, blocks until they have run.
 //
+// Every function runs in the caller's execution context (async_local values) as it was at the
+// call, wherever it runs; a value a function sets stays in its own copy (.NET runs each action in
+// the captured ExecutionContext the same way).
+//
 // Exceptions: every function runs, whatever the others throw; then invoke throws
 // aggregate_exception holding every exception thrown, in the order of the functions (.NET's
 // AggregateException).
@@ -68,8 +72,16 @@ enum class job_queue : unsigned char { own_deque, pool, none };
 /// first a thief takes).
 template <std::size_t N>
 void run_first(tpl::detail::fork_job* (&jobs)[N], std::size_t count) {
+  // Every function runs in the caller's context as it is now; this reference keeps it alive
+  // until the last join (a function may replace the thread's own).
+  struct context_hold {
+    tpl::detail::context_data* c = tpl::detail::flow_tls().current;
+    context_hold() noexcept { tpl::detail::add_ref(c); }
+    ~context_hold() { tpl::detail::release(c); }
+  } hold;
+  for (std::size_t i = 0; i < count; ++i) jobs[i]->context = hold.c;
   if constexpr (N == 1) {
-    jobs[0]->execute(jobs[0]);
+    tpl::detail::fork_execute(jobs[0]);
     return;
   }
   job_queue where[N] = {};
@@ -81,7 +93,7 @@ void run_first(tpl::detail::fork_job* (&jobs)[N], std::size_t count) {
       where[i] = job_queue::none;  // no queue could take it: it runs here, in its turn
     }
   }
-  jobs[0]->execute(jobs[0]);
+  tpl::detail::fork_execute(jobs[0]);
   for (std::size_t i = 1; i < count; ++i) {
     switch (where[i]) {
       case job_queue::own_deque:
@@ -91,7 +103,7 @@ void run_first(tpl::detail::fork_job* (&jobs)[N], std::size_t count) {
         tpl::detail::fork_wait(jobs[i]);
         break;
       case job_queue::none:
-        jobs[i]->execute(jobs[i]);
+        tpl::detail::fork_execute(jobs[i]);
         break;
     }
   }
@@ -132,7 +144,8 @@ void run_claimed(tpl::detail::fork_job* (&fns)[N], std::size_t runners, const ca
         st.canceled.store(true, std::memory_order_relaxed);  // read after the joins
         continue;
       }
-      st.fns[i]->execute(st.fns[i]);
+      st.fns[i]->context = tpl::detail::flow_tls().current;  // the runner's: the caller's, held by run_first
+      tpl::detail::fork_execute(st.fns[i]);
     }
   };
   std::array<tpl::detail::fork_job_of<decltype(runner)>, N> jobs = make_runner_jobs(runner, std::make_index_sequence<N>{});
@@ -180,13 +193,7 @@ void invoke(const parallel_options& options, F&&... fns) {
 template <class... F>
   requires(std::is_invocable_v<std::remove_reference_t<F>&> && ...)
 void invoke(F&&... fns) {
-  if constexpr (sizeof...(F) == 1) {
-    try {
-      (fns(), ...);
-    } catch (...) {
-      throw aggregate_exception({std::current_exception()});
-    }
-  } else if constexpr (sizeof...(F) > 1) {
+  if constexpr (sizeof...(F) != 0) {
     std::tuple<tpl::detail::fork_job_of<std::remove_reference_t<F>>...> jobs{fns...};
     std::apply(
         [](auto&... j) {

@@ -52,11 +52,7 @@ bool thread_pool::impl::is_fork_job(void* item) noexcept {
 // A stolen job, or one queued from outside, run by a worker (or by drain_inline at shutdown).
 void thread_pool::impl::run_fork_job(void* item) noexcept {
   auto* j = reinterpret_cast<detail::fork_job*>(reinterpret_cast<std::uintptr_t>(item) & ~std::uintptr_t{1});
-  detail::flow_state& f = detail::flow_tls();
-  detail::context_data* outer = f.current;  // the runner's own context (a helper's caller's)
-  f.current = j->context;                   // borrowed: the job keeps its reference until joined
-  j->execute(j);
-  f.current = outer;
+  detail::fork_execute(j);  // in the invoker's context; the runner's own (a helper's) is kept
   // release: the function's effects and j->error happen before the invoker's acquire of kDone.
   if (j->state.exchange(detail::fork_job::kDone, std::memory_order_release) == detail::fork_job::kSleeping)
     detail::futex_wake_one(&j->state);  // after the exchange j may be gone: a system call on the address only
@@ -67,25 +63,15 @@ namespace detail {
 fork_placement fork_push(fork_job* j) {
   using impl = thread_pool::impl;
   impl::thread_context& ctx = impl::t_context;
-  // The invoker's context travels with the job: a thief runs it there (as .NET's tasks capture
-  // their ExecutionContext). relaxed increment inside add_ref: the invoker holds a reference.
-  j->context = flow_tls().current;
-  add_ref(j->context);
-  try {
-    if (ctx.pool != nullptr) {
-      ctx.self->local.push(tag(j));
-      ctx.pool->after_push();
-      return fork_placement::own_deque;
-    }
-    thread_pool::default_pool();  // builds it on first use
-    impl* p = impl::default_impl.load(std::memory_order_acquire);
-    p->push_from_outside(tag(j), p->queue_for_outside());
-    return fork_placement::pool;
-  } catch (...) {
-    release(j->context);
-    j->context = nullptr;
-    throw;
+  if (ctx.pool != nullptr) {
+    ctx.self->local.push(tag(j));
+    ctx.pool->after_push();
+    return fork_placement::own_deque;
   }
+  thread_pool::default_pool();  // builds it on first use
+  impl* p = impl::default_impl.load(std::memory_order_acquire);
+  p->push_from_outside(tag(j), p->queue_for_outside());
+  return fork_placement::pool;
 }
 
 void fork_join_local(fork_job* j) noexcept {
@@ -97,8 +83,7 @@ void fork_join_local(fork_job* j) noexcept {
   for (;;) {
     void* top = self.local.pop();
     if (top == mine) {
-      j->execute(j);  // taken back: nobody else saw it
-      release(j->context);
+      fork_execute(j);  // taken back: nobody else saw it
       return;
     }
     if (top == nullptr) break;
@@ -113,7 +98,6 @@ void fork_join_local(fork_job* j) noexcept {
     }
   }
   pool.wait_for_stolen(self, j);
-  release(j->context);
 }
 
 void fork_wait(fork_job* j) noexcept {
@@ -128,7 +112,6 @@ void fork_wait(fork_job* j) noexcept {
     }
     while (j->state.load(std::memory_order_acquire) != fork_job::kDone) futex_wait(&j->state, fork_job::kSleeping);
   }
-  release(j->context);
 }
 
 }  // namespace detail

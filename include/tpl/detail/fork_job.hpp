@@ -28,9 +28,10 @@
 #include <cstdint>
 #include <exception>
 
-namespace tpl::detail {
+#include "tpl/detail/config.hpp"
+#include "tpl/detail/flow.hpp"
 
-class context_data;
+namespace tpl::detail {
 
 struct fork_job {
   static constexpr std::uint32_t kDone = 1;
@@ -38,8 +39,9 @@ struct fork_job {
 
   /// Runs the function; an exception it throws is kept in `error`.
   void (*execute)(fork_job* self) noexcept;
-  /// The invoker's execution context (async_local values), with a reference of the job's own,
-  /// installed while a thief runs the job; nullptr for the default context.
+  /// The invoker's execution context (async_local values) at the call, nullptr for the default
+  /// one; the invoker holds a reference to it until every job is joined. Every job runs in it
+  /// (fork_execute), wherever it runs.
   context_data* context = nullptr;
   std::exception_ptr error;
   std::atomic<std::uint32_t> state{0};
@@ -65,14 +67,40 @@ struct fork_job_of final : fork_job {
   }
 };
 
+/// Runs j on the calling thread in j->context, as .NET runs each Parallel.Invoke action in the
+/// captured ExecutionContext: values the function sets stay in its own copy (they reach neither
+/// the thread's context afterwards nor the other functions).
+inline void fork_execute(fork_job* j) noexcept {
+  flow_state& f = flow_tls();
+  context_data* const outer = f.current;
+  if (TPL_LIKELY(outer == j->context)) {
+    // Already in it (the invoker's own thread, or both the default context): no swap. If the
+    // function replaced the thread's context, the thread's reference to outer went with it; the
+    // invoker's reference keeps outer alive, so the thread takes a new one.
+    j->execute(j);
+    context_data* const now = f.current;
+    if (TPL_UNLIKELY(now != outer)) {
+      add_ref(outer);
+      f.current = outer;
+      release(now);
+    }
+    return;
+  }
+  add_ref(j->context);  // the thread's reference while the function runs (it may replace it)
+  f.current = j->context;
+  j->execute(j);
+  context_data* const now = f.current;
+  f.current = outer;
+  release(now);
+}
+
 /// Where fork_push put a job, which decides how it is joined.
 enum class fork_placement : std::uint8_t {
   own_deque,  ///< the calling worker's deque: join with fork_join_local
   pool,       ///< the default pool, from a thread that is no worker: join with fork_wait
 };
 
-/// Queues j so that an idle worker can take it (capturing the caller's execution context).
-/// Throws std::bad_alloc when no queue can take it (j is then not queued).
+/// Queues j so that an idle worker can take it. Throws std::bad_alloc when no queue can take it (j is then not queued).
 fork_placement fork_push(fork_job* j);
 /// Joins a job queued on the calling worker's deque: runs it here if it is still there, else
 /// helps with other fork jobs (stealing only those: never a coroutine, which could wait for what
