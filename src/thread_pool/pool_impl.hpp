@@ -10,6 +10,8 @@
 //                         blocking_scope
 //   pool_stats.cpp        statistics and decision events, the io_summary event
 //   io_counters.cpp       the I/O counters of engine threads and workers (io_counters.hpp)
+//   fork_join.cpp         fork jobs (tpl::parallel::invoke): queued from the invoker's stack as
+//                         tagged items, taken back, stolen, joined
 //
 // Invariants every file keeps (docs/internals.md states them at length):
 //   - `spinning` counts the thread requests in flight: spinning workers, kWoken signals not yet
@@ -26,6 +28,9 @@
 //     its item returns, and moves it to its deque, with the wake protocol, before it blocks in a
 //     wait of tpl's or parks as excess. Other workers take one only to rescue it from an owner
 //     busy with a long item (after kNextSlotGrace).
+//   - A queued item is a coroutine handle's address, or a fork job's address with bit 0 set
+//     (tpl/detail/fork_job.hpp); whoever takes one from a queue runs it with run() (or
+//     drain_inline), which tells the two apart.
 //   - The gate thread starts before any worker and stops after the last one stops looking.
 #pragma once
 

@@ -62,28 +62,19 @@ class work_stealing_deque {
 
   /// Any thread. nullptr when empty or when it lost a race (the caller may look elsewhere).
   void* steal() {
+    return steal_if([](void*) { return true; });
+  }
+
+  /// As steal(), taking the top item only if pred(item) holds: otherwise it stays where it is
+  /// (nothing is written: the item read is only looked at). nullptr when empty, refused or lost.
+  template <class Pred>
+  void* steal_if(Pred pred) {
     // acquire on both: see the owner's pushes (slot contents) published by the release store.
     std::int64_t t = top_.load(std::memory_order_acquire);
     std::atomic_thread_fence(std::memory_order_seq_cst);
     const std::int64_t b = bottom_.load(std::memory_order_acquire);
     if (t >= b) return nullptr;
     // acquire: a grown buffer is published with release by the owner.
-    ring* r = buffer_.load(std::memory_order_acquire);
-    void* item = r->get(t);
-    if (!top_.compare_exchange_strong(t, t + 1, std::memory_order_seq_cst,
-                                      std::memory_order_relaxed))
-      return nullptr;
-    return item;
-  }
-
-  /// As steal(), taking the top item only if pred(item) holds: otherwise it stays where it is
-  /// (no write at all: the item read is only looked at). nullptr when empty, refused or lost.
-  template <class Pred>
-  void* steal_if(Pred pred) {
-    std::int64_t t = top_.load(std::memory_order_acquire);
-    std::atomic_thread_fence(std::memory_order_seq_cst);
-    const std::int64_t b = bottom_.load(std::memory_order_acquire);
-    if (t >= b) return nullptr;
     ring* r = buffer_.load(std::memory_order_acquire);
     void* item = r->get(t);
     if (!pred(item)) return nullptr;
