@@ -245,4 +245,27 @@ void run_and_await(benchmark::State& state) {
 }
 BENCHMARK(run_and_await)->Name("spawn/co_await tpl::run(fn) from the pool")->UseRealTime();
 
+// ---- fork-join: tpl::parallel::invoke of two trivial functions on a pool worker ------------------
+// On a 1-worker pool the second function is always taken back: the push and pop alone. On the
+// default pool an idle worker is woken by each push and may steal the function first (then the
+// invoker helps or waits): what a fork costs when the pool has nothing else to do.
+void invoke_two(benchmark::State& state, tpl::thread_pool& pool) {
+  tpl_bench::alloc_probe probe;
+  tpl::run(pool, [&state] {
+    int a = 0, b = 0;
+    for (auto _ : state) {
+      tpl::parallel::invoke([&] { ++a; }, [&] { ++b; });
+      benchmark::DoNotOptimize(a + b);
+    }
+  }).get();
+  probe.finish(state);
+}
+void invoke_two_one_worker(benchmark::State& state) {
+  static tpl::thread_pool pool(tpl::thread_pool_options{.thread_count = 1, .max_threads = 1});
+  invoke_two(state, pool);
+}
+void invoke_two_default_pool(benchmark::State& state) { invoke_two(state, tpl::thread_pool::default_pool()); }
+BENCHMARK(invoke_two_one_worker)->Name("fork_join/parallel::invoke(f, g) on a 1-worker pool (taken back)")->UseRealTime();
+BENCHMARK(invoke_two_default_pool)->Name("fork_join/parallel::invoke(f, g) on the default pool, others idle")->UseRealTime();
+
 }  // namespace
