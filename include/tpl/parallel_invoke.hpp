@@ -156,6 +156,7 @@ void run_claimed(tpl::detail::fork_job* (&fns)[N], std::size_t runners, const ca
   for (tpl::detail::fork_job* j : fns)
     if (j->error) errors.push_back(std::move(j->error));
   if (!errors.empty()) throw aggregate_exception(std::move(errors));
+  // relaxed: every runner's store happens before its join returned (kDone is acquire/release).
   if (st.canceled.load(std::memory_order_relaxed)) throw operation_canceled();
 }
 

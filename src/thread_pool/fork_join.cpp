@@ -69,6 +69,7 @@ fork_placement fork_push(fork_job* j) {
     return fork_placement::own_deque;
   }
   thread_pool::default_pool();  // builds it on first use
+  // acquire: pairs with the release store that publishes the default pool once it is built.
   impl* p = impl::default_impl.load(std::memory_order_acquire);
   p->push_from_outside(tag(j), p->queue_for_outside());
   return fork_placement::pool;
@@ -165,6 +166,8 @@ void thread_pool::impl::run_nested(worker& self, void* item) noexcept {
 // A fork job from another worker's deque (the top one, if it is a fork job: a coroutine there
 // is left where it is).
 void* thread_pool::impl::steal_fork_job(worker& self) noexcept {
+  // acquire: the slots below slot_count are published (release) before the count, as find_work
+  // relies on; each slot's pointer is then read relaxed.
   const std::size_t n = slot_count.load(std::memory_order_acquire);
   if (n <= 1) return nullptr;
   const std::size_t start = self.rng() % n;
