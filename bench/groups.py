@@ -254,6 +254,8 @@ MICRO_GROUPS: dict[str, str] = {
     "continue_with": "continue_with(only_on_faulted | execute_synchronously), then set_result "
                      "(seed 002: 106 ns, 112 B)",
     "spawn": "co_await tpl::run(fn) from a pool thread",
+    "fork_join": "tpl::parallel::invoke of two trivial functions: taken back on a 1-worker pool, "
+                 "and on the default pool whose idle workers may steal the second",
     "semaphore": "async_semaphore wait_async / release (seed 000: 100 WaitAsync + Release(100) "
                  "69 us, 36 KB)",
     "wait_async": "wait_async with a timeout on a completed task / a task that completes first",
