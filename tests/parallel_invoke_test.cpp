@@ -36,13 +36,18 @@ std::int64_t skynet(std::int64_t num, std::int64_t size) {
   return sum;
 }
 
-// Spins until flag is set, for at most about 10 s (a guard against a bug, not a timing).
-bool spin_until(const std::atomic<bool>& flag) {
+// Polls until done() holds, for at most about 10 s (a guard against a bug, not a timing).
+template <class Done>
+bool poll_until(Done done) {
   for (int i = 0; i < 10'000'000; ++i) {
-    if (flag.load()) return true;
+    if (done()) return true;
     if (i % 64 == 63) std::this_thread::sleep_for(std::chrono::microseconds(1));
   }
-  return flag.load();
+  return done();
+}
+
+bool spin_until(const std::atomic<bool>& flag) {
+  return poll_until([&] { return flag.load(); });
 }
 
 tpl::task<> count_one(std::atomic<int>& ran) {
@@ -106,21 +111,24 @@ TEST(parallel_invoke, a_function_that_the_caller_cannot_run_is_stolen_and_the_ca
 }
 
 TEST(parallel_invoke, the_caller_of_a_stolen_function_sleeps_until_its_thief_finishes) {
-  // The second function is stolen while the first waits for it to start, and then runs long
-  // (50 ms) after the first returned: the caller finds nothing to help with and sleeps.
+  // The second function is stolen while the first waits for it to start; it then does not
+  // return until the caller, with nothing to help with, has gone to sleep on the job (which it
+  // does inside a blocking_region: the pool counts it as blocked).
   tpl::thread_pool pool(tpl::thread_pool_options{.thread_count = 2});
   for (int round = 0; round < 3; ++round) {
     std::atomic<bool> started{false};
     std::atomic<bool> finished{false};
+    bool saw_caller_asleep = false;
     tpl::run(pool, [&] {
       tpl::parallel::invoke([&] { EXPECT_TRUE(spin_until(started)); },
                             [&] {
                               started = true;
-                              std::this_thread::sleep_for(std::chrono::milliseconds(50));
+                              saw_caller_asleep = poll_until([&] { return pool.stats().blocked_threads == 1; });
                               finished = true;
                             });
       EXPECT_TRUE(finished.load());  // invoke returned only after the thief was done
     }).get();
+    EXPECT_TRUE(saw_caller_asleep);
   }
 }
 

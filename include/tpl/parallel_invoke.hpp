@@ -107,7 +107,15 @@ void run_first(tpl::detail::fork_job* (&jobs)[N], std::size_t count) {
         break;
     }
   }
-  (void)count;
+}
+
+/// After the joins: throws aggregate_exception with the functions' exceptions, in their order.
+template <std::size_t N>
+void throw_errors(tpl::detail::fork_job* (&jobs)[N]) {
+  std::vector<std::exception_ptr> errors;
+  for (tpl::detail::fork_job* j : jobs)
+    if (j->error) errors.push_back(std::move(j->error));
+  if (!errors.empty()) throw aggregate_exception(std::move(errors));
 }
 
 template <class R, std::size_t... I>
@@ -118,10 +126,7 @@ std::array<tpl::detail::fork_job_of<R>, sizeof...(I)> make_runner_jobs(R& runner
 template <std::size_t N>
 void run_forked(tpl::detail::fork_job* (&jobs)[N]) {
   run_first(jobs, N);
-  std::vector<std::exception_ptr> errors;
-  for (tpl::detail::fork_job* j : jobs)
-    if (j->error) errors.push_back(std::move(j->error));
-  if (!errors.empty()) throw aggregate_exception(std::move(errors));
+  throw_errors(jobs);
 }
 
 /// The options form: `runners` fork jobs (the caller's own run included) claim the functions in
@@ -144,18 +149,17 @@ void run_claimed(tpl::detail::fork_job* (&fns)[N], std::size_t runners, const ca
         st.canceled.store(true, std::memory_order_relaxed);  // read after the joins
         continue;
       }
-      st.fns[i]->context = tpl::detail::flow_tls().current;  // the runner's: the caller's, held by run_first
       tpl::detail::fork_execute(st.fns[i]);
     }
   };
   std::array<tpl::detail::fork_job_of<decltype(runner)>, N> jobs = make_runner_jobs(runner, std::make_index_sequence<N>{});
   tpl::detail::fork_job* list[N];
   for (std::size_t i = 0; i < N; ++i) list[i] = &jobs[i];
+  // The functions run in the caller's context, as the runners do (run_first holds a reference to
+  // it until the last runner is joined).
+  for (tpl::detail::fork_job* f : fns) f->context = tpl::detail::flow_tls().current;
   run_first(list, runners);
-  std::vector<std::exception_ptr> errors;
-  for (tpl::detail::fork_job* j : fns)
-    if (j->error) errors.push_back(std::move(j->error));
-  if (!errors.empty()) throw aggregate_exception(std::move(errors));
+  throw_errors(fns);
   // relaxed: every runner's store happens before its join returned (kDone is acquire/release).
   if (st.canceled.load(std::memory_order_relaxed)) throw operation_canceled();
 }

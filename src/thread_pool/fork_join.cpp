@@ -88,9 +88,9 @@ void fork_join_local(fork_job* j) noexcept {
       return;
     }
     if (top == nullptr) break;
-    // A coroutine the invoker's functions queued and did not wait for (or a job of a nested
-    // invoke that threw before joining: impossible, invoke joins every job). It goes where any
-    // worker takes it; push can throw only when the fair queue cannot grow.
+    // A coroutine the invoker's functions queued and did not wait for (never a fork job: every
+    // invoke joins all of its own before it returns). It goes where any worker takes it; push
+    // can throw only when the fair queue cannot grow.
     try {
       self.fair.push(top);
       pool.after_push();
@@ -101,23 +101,24 @@ void fork_join_local(fork_job* j) noexcept {
   pool.wait_for_stolen(self, j);
 }
 
+// Step 4 of the join (file comment), and the whole wait of a job queued from outside.
 void fork_wait(fork_job* j) noexcept {
   std::uint32_t s = 0;
   // acquire (also on failure): kDone read here makes the job's results visible.
-  if (j->state.compare_exchange_strong(s, fork_job::kSleeping, std::memory_order_acquire)) {
-    std::optional<blocking_region> blocked;
-    try {
-      blocked.emplace("tpl::parallel::invoke");
-    } catch (...) {
-      // A scheduler that refuses blocking cannot be this thread's (it is no worker); wait anyway.
-    }
-    while (j->state.load(std::memory_order_acquire) != fork_job::kDone) futex_wait(&j->state, fork_job::kSleeping);
+  if (!j->state.compare_exchange_strong(s, fork_job::kSleeping, std::memory_order_acquire)) return;
+  std::optional<blocking_region> blocked;
+  try {
+    blocked.emplace("tpl::parallel::invoke");
+  } catch (...) {
+    // A scheduler that refuses blocking (a test scheduler) is never a pool worker's, and a
+    // thread outside the pool has nothing else to run: sleep without the scope.
   }
+  while (j->state.load(std::memory_order_acquire) != fork_job::kDone) futex_wait(&j->state, fork_job::kSleeping);
 }
 
 }  // namespace detail
 
-// Step 3 and 4 of the join (file comment).
+// Step 3 of the join (file comment), then step 4.
 void thread_pool::impl::wait_for_stolen(worker& self, detail::fork_job* j) noexcept {
   const bool may_help =
       reinterpret_cast<std::uintptr_t>(__builtin_frame_address(0)) >= detail::measured_stack_threshold();
@@ -138,17 +139,7 @@ void thread_pool::impl::wait_for_stolen(worker& self, detail::fork_job* j) noexc
       TPL_CPU_RELAX();
       continue;
     }
-    std::uint32_t s = 0;
-    // acquire on failure: kDone read here makes the results visible.
-    if (!j->state.compare_exchange_strong(s, detail::fork_job::kSleeping, std::memory_order_acquire)) return;
-    std::optional<detail::blocking_region> blocked;
-    try {
-      blocked.emplace("tpl::parallel::invoke");
-    } catch (...) {
-      // The pool's workers never refuse to block; sleep without the scope if it still failed.
-    }
-    while (j->state.load(std::memory_order_acquire) != detail::fork_job::kDone)
-      detail::futex_wait(&j->state, detail::fork_job::kSleeping);
+    detail::fork_wait(j);
     return;
   }
 }

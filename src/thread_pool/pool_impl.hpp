@@ -29,8 +29,8 @@
 //     wait of tpl's or parks as excess. Other workers take one only to rescue it from an owner
 //     busy with a long item (after kNextSlotGrace).
 //   - A queued item is a coroutine handle's address, or a fork job's address with bit 0 set
-//     (tpl/detail/fork_job.hpp); whoever takes one from a queue runs it with run() (or
-//     drain_inline), which tells the two apart.
+//     (tpl/detail/fork_job.hpp); whoever takes one from a queue runs it with run_queued()
+//     (through run(), or drain_inline at shutdown), which tells the two apart.
 //   - The gate thread starts before any worker and stops after the last one stops looking.
 #pragma once
 
@@ -235,6 +235,8 @@ struct thread_pool::impl {
   void* take_stale_next(worker& self, std::size_t n, std::size_t start);
 
   void run(worker& self, void* item);
+  // Runs a queued item of either kind (a coroutine, or a fork job: see is_fork_job).
+  static void run_queued(void* item) noexcept;
 
   // ---- fork jobs (fork_join.cpp; tpl/detail/fork_job.hpp) --------------------------------------
 

@@ -182,11 +182,15 @@ void* thread_pool::impl::take_stale_next(worker& self, std::size_t n, std::size_
   return nullptr;
 }
 
-void thread_pool::impl::run(worker& self, void* item) {
+void thread_pool::impl::run_queued(void* item) noexcept {
   if (TPL_UNLIKELY(is_fork_job(item)))
     run_fork_job(item);
   else
     detail::run_item(to_handle(item));
+}
+
+void thread_pool::impl::run(worker& self, void* item) {
+  run_queued(item);
   detail::reset_context();  // each item starts in the default execution context
   // relaxed: a statistic, written only by this thread.
   self.items_executed.store(self.items_executed.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
@@ -260,10 +264,7 @@ void thread_pool::impl::drain_inline() {
       if (any_work_seq_cst()) continue;  // lost a steal race
       return;
     }
-    if (is_fork_job(item))
-      run_fork_job(item);
-    else
-      detail::run_item(to_handle(item));
+    run_queued(item);
   }
 }
 

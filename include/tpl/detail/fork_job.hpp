@@ -106,7 +106,8 @@ fork_placement fork_push(fork_job* j);
 /// helps with other fork jobs (stealing only those: never a coroutine, which could wait for what
 /// the caller does after the join) and finally sleeps until its thief has run it.
 void fork_join_local(fork_job* j) noexcept;
-/// Joins a job queued from outside the pool: blocks (holding a blocking_scope) until it ran.
+/// Announces kSleeping and sleeps (holding a blocking_scope) until j is done; returns at once if
+/// it already is. Joins a job queued from outside the pool, and ends fork_join_local's wait.
 void fork_wait(fork_job* j) noexcept;
 
 }  // namespace tpl::detail
