@@ -35,6 +35,12 @@ decltype(auto) get_awaiter(A&& a) {
   }
 }
 
+// A task's own awaiter, and its form that does marking_awaiter's work itself (tpl/task.hpp).
+template <class A>
+struct is_task_awaiter;
+template <class Base>
+class flowing_task_awaiter;
+
 /// Forwards to the real awaiter, records that the coroutine suspended (see file comment), and
 /// hands the execution context over at the suspension and back at the resumption (flow.hpp).
 template <class Awaiter>
@@ -144,7 +150,8 @@ template <class T, class Derived>
 class promise_base : public task_state<T> {
  public:
   // The returned handle's reference, and the running coroutine's unit (dropped at final suspend).
-  promise_base() noexcept : task_state<T>(1, true, &destroy_frame) { flow_.start(); }
+  promise_base() noexcept : task_state<T>(1) { this->flow().start(); }
+  ~promise_base() { this->flow().~coroutine_flow(); }
 
   initial_awaiter initial_suspend() const noexcept { return {}; }
   final_awaiter final_suspend() const noexcept { return {}; }
@@ -158,23 +165,18 @@ class promise_base : public task_state<T> {
   template <class A>
   auto await_transform(A&& a) {
     using awaiter_t = decltype(get_awaiter(static_cast<A&&>(a)));
-    return marking_awaiter<awaiter_t>{get_awaiter(static_cast<A&&>(a))};
+    if constexpr (is_task_awaiter<awaiter_t>::value)
+      return flowing_task_awaiter<awaiter_t>(get_awaiter(static_cast<A&&>(a)));
+    else
+      return marking_awaiter<awaiter_t>{get_awaiter(static_cast<A&&>(a))};
   }
 
   void mark_suspended() noexcept { this->suspended_once_ = true; }
-  coroutine_flow& flow() noexcept { return flow_; }
   bool suspended_once() const noexcept { return this->suspended_once_; }
   bool continuations_forced_async() const noexcept { return this->run_continuations_asynchronously_; }
 
   static void* operator new(std::size_t n) { return frame_alloc(n); }
   static void operator delete(void* p, std::size_t n) noexcept { frame_free(p, n); }
-
- private:
-  coroutine_flow flow_;
-
-  static void destroy_frame(task_state_base* s) noexcept {
-    std::coroutine_handle<Derived>::from_promise(static_cast<Derived&>(*s)).destroy();
-  }
 };
 
 template <class T, class Derived>

@@ -15,6 +15,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <coroutine>
 #include <cstddef>
 #include <cstdint>
 #include <exception>
@@ -24,6 +25,7 @@
 #include <vector>
 
 #include "tpl/detail/config.hpp"
+#include "tpl/detail/flow.hpp"
 #include "tpl/detail/frame_pool.hpp"
 #include "tpl/detail/trampoline.hpp"
 #include "tpl/exceptions.hpp"
@@ -86,8 +88,13 @@ class task_state_base {
   static constexpr std::uint32_t kHandleRef = 2;
   static constexpr std::uint32_t kRunningRef = 1;
 
+  /// A state that is not a coroutine frame: `destroy` deletes it on the last release.
   task_state_base(std::uint32_t handle_refs, bool running, destroy_fn destroy) noexcept
       : refs_(handle_refs * kHandleRef + (running ? kRunningRef : 0)), destroy_(destroy) {}
+  /// The promise of a coroutine: destroyed through its frame (set_frame_address() must run before
+  /// the last release), and the word that would hold a destroy function holds the flow instead.
+  explicit task_state_base(std::uint32_t handle_refs) noexcept
+      : refs_(handle_refs * kHandleRef + kRunningRef), flow_() {}
   task_state_base(const task_state_base&) = delete;
   task_state_base& operator=(const task_state_base&) = delete;
 
@@ -272,11 +279,11 @@ class task_state_base {
       return;
     }
     d.active = true;
-    destroy_(this);
+    destroy_now();
     while (d.pending != nullptr) {
       task_state_base* next = d.pending;
       d.pending = reinterpret_cast<task_state_base*>(next->head_.load(std::memory_order_relaxed));
-      next->destroy_(next);
+      next->destroy_now();
     }
     d.active = false;
   }
@@ -329,16 +336,29 @@ class task_state_base {
     return frame_offset_ == 0 ? nullptr
                               : const_cast<char*>(reinterpret_cast<const char*>(this)) - frame_offset_;
   }
+  /// Called once by a coroutine promise, before its handle is returned. Both compilers place
+  /// the promise right after the frame's two function pointers (a few bytes in): an offset that
+  /// does not fit would leave the frame impossible to destroy, so it stops the process.
   void set_frame_address(void* frame) noexcept {
     const auto d = reinterpret_cast<const char*>(this) - static_cast<const char*>(frame);
-    if (d > 0 && d < 65536) frame_offset_ = static_cast<std::uint16_t>(d);
+    if (TPL_UNLIKELY(d <= 0 || d >= 65536)) std::terminate();
+    frame_offset_ = static_cast<std::uint16_t>(d);
   }
+  /// A coroutine's execution-context slot (flow.hpp); only for promises.
+  coroutine_flow& flow() noexcept { return flow_; }
   void make_immortal() noexcept { immortal_ = true; }
   void mark_started_deferred() noexcept { started_deferred_ = true; }
   bool started_deferred() const noexcept { return started_deferred_; }
 
  private:
   static constexpr int kLockSpins = 64;
+
+  void destroy_now() noexcept {
+    if (frame_offset_ != 0)
+      std::coroutine_handle<>::from_address(frame_address()).destroy();
+    else
+      destroy_(this);
+  }
 
   /// cur: the word as last seen, locked by a remover walking the list. Watches it for a while,
   /// then sleeps until the remover stores it unlocked (remove_waiter notifies): the walk is
@@ -359,7 +379,10 @@ class task_state_base {
   }
 
  protected:
-  ~task_state_base() {
+  // The derived task_state<T> owns the error's storage (error_offset_ says where it is) and
+  // calls destroy_error() from its destructor.
+  ~task_state_base() {}  // the union member (flow_) is destroyed by the promise
+  void destroy_error() noexcept {
     if (has_error_) {
       // relaxed: the last release (acq_rel) ordered every holder's marking before destruction.
       if (status_ == task_status::faulted && !error_observed_.load(std::memory_order_relaxed))
@@ -379,15 +402,17 @@ class task_state_base {
     if (has_error_)
       error() = std::move(e);
     else
-      ::new (static_cast<void*>(error_storage_)) std::exception_ptr(std::move(e));
+      ::new (error_storage()) std::exception_ptr(std::move(e));
     has_error_ = true;
   }
   const std::exception_ptr& error() const noexcept {
-    return *std::launder(reinterpret_cast<const std::exception_ptr*>(error_storage_));
+    return *std::launder(reinterpret_cast<const std::exception_ptr*>(
+        reinterpret_cast<const char*>(this) + error_offset_));
   }
   std::exception_ptr& error() noexcept {
-    return *std::launder(reinterpret_cast<std::exception_ptr*>(error_storage_));
+    return *std::launder(reinterpret_cast<std::exception_ptr*>(error_storage()));
   }
+  void* error_storage() noexcept { return reinterpret_cast<char*>(this) + error_offset_; }
 
   std::atomic<std::uintptr_t> head_{kEmpty};
   std::atomic<std::uint32_t> refs_;
@@ -405,8 +430,14 @@ class task_state_base {
   // Coroutine tasks: this object's distance from the start of its coroutine frame (0: not a
   // coroutine, or unknown). Lets a blocking wait recognise the task's own queued item.
   std::uint16_t frame_offset_ = 0;
-  destroy_fn destroy_;
-  alignas(std::exception_ptr) unsigned char error_storage_[sizeof(std::exception_ptr)];
+  // Set by task_state<T>'s constructor: where, from this object, the error's storage lies.
+  std::uint16_t error_offset_ = 0;
+  // A coroutine frame (frame_offset_ != 0) is destroyed through its handle, so this word holds
+  // the coroutine's flow slot; any other state keeps the function that deletes it here.
+  union {
+    destroy_fn destroy_;
+    coroutine_flow flow_;
+  };
 };
 
 /// std::is_copy_constructible is true for a container of move-only elements (its copy
@@ -441,9 +472,14 @@ class task_state : public task_state_base {
                                          "task<std::reference_wrapper<T>>");
 
  public:
-  // Leaves the result uninitialised: it is constructed by set_value().
+  // Leave the result uninitialised: it is constructed by set_value().
   task_state(std::uint32_t handle_refs, bool running, destroy_fn destroy) noexcept
-      : task_state_base(handle_refs, running, destroy) {}
+      : task_state_base(handle_refs, running, destroy) {
+    set_error_offset();
+  }
+  explicit task_state(std::uint32_t handle_refs) noexcept : task_state_base(handle_refs) {
+    set_error_offset();
+  }
 
   template <class... A>
   void set_value(A&&... a) noexcept(std::is_nothrow_constructible_v<T, A...>) {
@@ -463,19 +499,36 @@ class task_state : public task_state_base {
 
  protected:
   ~task_state() {
-    if (status_ == task_status::ran_to_completion) value_.~T();
+    if (status_ == task_status::ran_to_completion)
+      value_.~T();
+    else
+      destroy_error();
   }
 
  private:
+  void set_error_offset() noexcept {
+    error_offset_ = static_cast<std::uint16_t>(reinterpret_cast<char*>(&error_storage_) -
+                                               reinterpret_cast<char*>(static_cast<task_state_base*>(this)));
+  }
+
+  // A task ends either with a value (status ran_to_completion) or with an error (has_error_), never
+  // both, so the two share their storage.
   union {
     T value_;
+    alignas(std::exception_ptr) unsigned char error_storage_[sizeof(std::exception_ptr)];
   };
 };
 
 template <>
 class task_state<void> : public task_state_base {
  public:
-  using task_state_base::task_state_base;
+  task_state(std::uint32_t handle_refs, bool running, destroy_fn destroy) noexcept
+      : task_state_base(handle_refs, running, destroy) {
+    set_error_offset();
+  }
+  explicit task_state(std::uint32_t handle_refs) noexcept : task_state_base(handle_refs) {
+    set_error_offset();
+  }
   void set_value() noexcept { status_ = task_status::ran_to_completion; }
   void value_ref() {
     if (TPL_UNLIKELY(status_ != task_status::ran_to_completion)) throw_for_await();
@@ -485,7 +538,14 @@ class task_state<void> : public task_state_base {
   }
 
  protected:
-  ~task_state() = default;
+  ~task_state() { destroy_error(); }
+
+ private:
+  void set_error_offset() noexcept {
+    error_offset_ = static_cast<std::uint16_t>(reinterpret_cast<char*>(&error_storage_) -
+                                               reinterpret_cast<char*>(static_cast<task_state_base*>(this)));
+  }
+  alignas(std::exception_ptr) unsigned char error_storage_[sizeof(std::exception_ptr)];
 };
 
 /// Base for states that are not coroutine frames (task_completion_source, task_from_result,
