@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -194,6 +195,58 @@ TEST(async_local, a_thread_that_exits_with_a_value_set_leaks_nothing) {
   }).join();
   EXPECT_EQ(live_inside, 1);  // the boxed copy, held by the exiting thread's context
   EXPECT_EQ(counted_value::live(), 0);
+}
+
+// A task awaited from a tpl coroutine hands the context over in its own awaiter
+// (flowing_task_awaiter); every form of that await must give the thread back the context it had,
+// whether the await suspends, finds the task done, or takes a spawned child back and runs it.
+TEST(async_local, every_form_of_awaiting_a_task_keeps_the_coroutine_context) {
+  reset_on_exit r;
+  number.set(7);
+  auto body = []() -> tpl::task<std::vector<int>> {
+    std::vector<int> seen;
+    number.set(100);
+    // Suspends: the child completes on a pool thread.
+    co_await set_number(1);
+    seen.push_back(number.value());
+    // Already completed: no suspension at all.
+    tpl::task<int> done = tpl::task_from_result(5);
+    (void)co_await done;
+    seen.push_back(number.value());
+    // An rvalue (owning) await of a pending task.
+    (void)co_await read_number_after_yield();
+    seen.push_back(number.value());
+    // Spawned on this worker and taken back by the await (await_suspend returns false).
+    tpl::task<int> child = tpl::spawn([]() -> tpl::task<int> {
+      number.set(3);
+      co_return number.value();
+    });
+    seen.push_back(co_await child);
+    seen.push_back(number.value());
+    // The configured forms: force_yielding always continues on the pool; suppress_throwing.
+    co_await set_number(2).configure<tpl::await_options::force_yielding>();
+    seen.push_back(number.value());
+    co_await tpl::task_from_exception<int>(std::runtime_error("x"))
+        .configure<tpl::await_options::suppress_throwing>();
+    seen.push_back(number.value());
+    // An awaiter object awaited as an lvalue goes through the generic marking_awaiter instead.
+    tpl::task<int> pending = read_number_after_yield();
+    auto aw = pending.when_ready();
+    co_await aw;
+    seen.push_back(number.value());
+    // The runtime-configured await, and a throwing await.
+    co_await set_number(4).configure(tpl::await_options::force_yielding);
+    seen.push_back(number.value());
+    try {
+      co_await tpl::task_from_exception<int>(std::runtime_error("y"));
+    } catch (const std::runtime_error&) {
+      seen.push_back(number.value());
+    }
+    co_return seen;
+  };
+  const std::vector<int> seen = tpl::sync_wait(tpl::run(body));
+  EXPECT_EQ(seen, (std::vector<int>{100, 100, 100, 3, 100, 100, 100, 100, 100, 100}));
+  EXPECT_EQ(number.value(), 7);  // the caller's own, untouched
 }
 
 TEST(async_local, many_locals_and_updates_keep_every_value) {

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <latch>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <type_traits>
@@ -466,6 +467,80 @@ TEST(task, move_only_result_is_moved_out_by_the_sole_owner_as_soon_as_it_sees_co
 }
 
 // ---- factories --------------------------------------------------------------------------------
+
+// The result and the exception share their storage in the task's state (a task ends with one or
+// the other): each outcome must construct and destroy exactly what it holds.
+namespace lifetime {
+struct counted {
+  static inline int live = 0;
+  int v;
+  explicit counted(int x) : v(x) { ++live; }
+  counted(const counted& o) : v(o.v) { ++live; }
+  ~counted() { --live; }
+};
+struct counted_error : std::runtime_error {
+  static inline int live = 0;
+  counted_error() : std::runtime_error("counted") { ++live; }
+  counted_error(const counted_error& o) : std::runtime_error(o) { ++live; }
+  ~counted_error() override { --live; }
+};
+}  // namespace lifetime
+
+TEST(task, a_result_or_an_exception_is_destroyed_exactly_once_with_its_task) {
+  using lifetime::counted;
+  using lifetime::counted_error;
+  {
+    auto ok = []() -> tpl::task<counted> {
+      co_await tpl::yield();
+      co_return counted(5);
+    }();
+    EXPECT_EQ(ok.get().v, 5);
+    EXPECT_EQ(counted::live, 1);  // the task still holds its result
+  }
+  EXPECT_EQ(counted::live, 0);
+  {
+    auto bad = []() -> tpl::task<counted> {
+      co_await tpl::yield();
+      throw counted_error();
+    }();
+    EXPECT_THROW(bad.get(), tpl::aggregate_exception);
+    EXPECT_EQ(counted::live, 0);  // no result was ever constructed
+    EXPECT_GE(counted_error::live, 1);
+    EXPECT_TRUE(bad.is_faulted());
+  }
+  EXPECT_EQ(counted_error::live, 0);
+  {
+    auto canceled = []() -> tpl::task<counted> {
+      co_await tpl::yield();
+      throw tpl::operation_canceled();
+    }();
+    EXPECT_THROW(canceled.wait(), tpl::aggregate_exception);
+    EXPECT_TRUE(canceled.is_canceled());
+    EXPECT_EQ(counted::live, 0);
+  }
+  {
+    // Synchronous completion (never suspended) takes the unshared path.
+    auto sync_ok = []() -> tpl::task<counted> { co_return counted(6); }();
+    EXPECT_EQ(counted::live, 1);
+    auto sync_bad = []() -> tpl::task<counted> {
+      throw counted_error();
+      co_return counted(0);
+    }();
+    EXPECT_TRUE(sync_bad.is_faulted());
+    EXPECT_EQ(counted::live, 1);
+  }
+  EXPECT_EQ(counted::live, 0);
+  EXPECT_EQ(counted_error::live, 0);
+  {
+    tpl::task_completion_source<counted> tcs;
+    auto t = tcs.get_task();
+    EXPECT_TRUE(tcs.try_set_exception(std::make_exception_ptr(counted_error())));
+    EXPECT_FALSE(tcs.try_set_result(counted(1)));
+    EXPECT_TRUE(t.is_faulted());
+  }
+  EXPECT_EQ(counted::live, 0);
+  EXPECT_EQ(counted_error::live, 0);
+}
 
 TEST(task_from_result, is_completed_with_the_value) {
   tpl::task<std::string> t = tpl::task_from_result(std::string("x"));
