@@ -599,6 +599,27 @@ TEST(thread_pool, the_lost_wakeup_alarm_never_fires_across_bursts_and_idle_perio
   EXPECT_EQ(pool.stats().wakeups_by_park_timeout, 0u);
 }
 
+// TPL_THREADPOOL_MAX_THREADS=1 alone on a machine with more cores must give a one-thread pool,
+// not an error: the default size (one per core) yields to the cap. An explicit thread_count above
+// the cap stays an error.
+TEST(thread_pool, a_max_threads_below_the_core_count_caps_the_default_size) {
+  {
+    tpl::thread_pool pool({.max_threads = 1});
+    EXPECT_EQ(pool.stats().min_threads, 1u);
+    EXPECT_EQ(pool.stats().max_threads, 1u);
+    EXPECT_EQ(tpl::sync_wait(tpl::run(pool, [] { return 3; })), 3);
+  }
+  ASSERT_EQ(setenv("TPL_THREADPOOL_MAX_THREADS", "1", 1), 0);
+  {
+    tpl::thread_pool pool(tpl::thread_pool_options::from_environment());
+    EXPECT_EQ(pool.stats().min_threads, 1u);
+    EXPECT_EQ(pool.stats().max_threads, 1u);
+    EXPECT_EQ(tpl::sync_wait(tpl::run(pool, [] { return 4; })), 4);
+  }
+  unsetenv("TPL_THREADPOOL_MAX_THREADS");
+  EXPECT_THROW(tpl::thread_pool pool({.thread_count = 2, .max_threads = 1}), std::invalid_argument);
+}
+
 TEST(thread_pool, a_malformed_trace_variable_is_rejected) {
   ASSERT_EQ(setenv("TPL_THREADPOOL_TRACE", "on", 1), 0);
   EXPECT_THROW(tpl::thread_pool pool({.thread_count = 1}), std::invalid_argument);

@@ -91,7 +91,8 @@ enum class injection_policy : std::uint8_t {
 
 struct thread_pool_options {
   /// Minimum (and starting) number of workers: the pool's size when nothing blocks. 0 means one
-  /// per CPU of the creating thread's affinity mask. .NET's SetMinThreads.
+  /// per CPU of the creating thread's affinity mask, or max_threads if that is fewer. .NET's
+  /// SetMinThreads.
   unsigned thread_count = 0;
   /// Prefix of the workers' thread names (visible in debuggers and top).
   std::string thread_name = "tpl-worker";

@@ -10,6 +10,7 @@
 //   - The gate thread starts before the first worker: if it cannot start, no worker exists.
 //   - shutdown() sets `stopping`, joins the gate, asks every parked worker to leave (kStop), waits
 //     for every thread to exit, then runs what is left on the calling thread.
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <stdexcept>
@@ -34,8 +35,10 @@ thread_pool::impl::impl(thread_pool* owner, thread_pool_options opts)
       cores(hardware_cores()),
       slots(new std::atomic<worker*>[detail::kMaxPoolThreads]),
       hc(1, 1) {
-  unsigned min = options.thread_count == 0 ? cores : options.thread_count;
   unsigned max = options.max_threads == 0 ? detail::kMaxPoolThreads : options.max_threads;
+  // The default thread count (one per core) yields to an explicit max_threads below it; an
+  // explicit thread_count above max_threads is an error.
+  unsigned min = options.thread_count == 0 ? std::min(cores, max) : options.thread_count;
   if (min > detail::kMaxPoolThreads)
     throw std::invalid_argument("thread_pool: thread_count " + std::to_string(min) + " is above 32767");
   if (max > detail::kMaxPoolThreads)
