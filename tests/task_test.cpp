@@ -486,6 +486,13 @@ struct counted_error : std::runtime_error {
 };
 }  // namespace lifetime
 
+// What every task coroutine's frame pays for tpl (docs/internals.md, "What a coroutine frame
+// holds"): guards against a field or an awaiter member growing the million-frame chains.
+static_assert(sizeof(void*) != 8 || sizeof(tpl::detail::task_state<int>) == 40);
+static_assert(sizeof(void*) != 8 || sizeof(tpl::detail::task_promise<int>) == 40);
+static_assert(sizeof(void*) != 8 ||
+              sizeof(tpl::detail::flowing_task_awaiter<tpl::detail::task_awaiter<int, true, false>>) == 32);
+
 TEST(task, a_result_or_an_exception_is_destroyed_exactly_once_with_its_task) {
   using lifetime::counted;
   using lifetime::counted_error;

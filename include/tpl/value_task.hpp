@@ -85,7 +85,11 @@ class [[nodiscard]] value_task {
   }
   value_task(const value_task&) = delete;
   value_task& operator=(const value_task&) = delete;
-  ~value_task() { reset(); }
+  ~value_task() {
+    // Awaited or empty (the usual end): nothing to release, and no call.
+    if (kind_ == kind::consumed || kind_ == kind::empty) return;
+    reset();
+  }
 
   /// A completed value_task with no value (void).
   static value_task completed() requires std::is_void_v<T> {
