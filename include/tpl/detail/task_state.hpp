@@ -428,7 +428,7 @@ class task_state_base {
   bool started_deferred_ = false;
   mutable std::atomic<bool> error_observed_{false};  // see mark_error_observed()
   // Coroutine tasks: this object's distance from the start of its coroutine frame (0: not a
-  // coroutine, or unknown). Lets a blocking wait recognise the task's own queued item.
+  // coroutine). Destroys the frame, and lets a blocking wait recognise the task's own queued item.
   std::uint16_t frame_offset_ = 0;
   // Set by task_state<T>'s constructor: where, from this object, the error's storage lies.
   std::uint16_t error_offset_ = 0;
@@ -472,7 +472,7 @@ class task_state : public task_state_base {
                                          "task<std::reference_wrapper<T>>");
 
  public:
-  // Leave the result uninitialised: it is constructed by set_value().
+  // Both leave the result uninitialised: it is constructed by set_value().
   task_state(std::uint32_t handle_refs, bool running, destroy_fn destroy) noexcept
       : task_state_base(handle_refs, running, destroy) {
     set_error_offset();
