@@ -221,7 +221,8 @@ class task_awaiter : private waiter {
   }
 
  private:
-  static constexpr std::uintptr_t kPromiseTag = 1;  // promises are at least 8-byte aligned
+  static constexpr std::uintptr_t kPromiseTag = 1;
+  static_assert(alignof(task_state_base) > kPromiseTag, "the tag bit must be free in a promise's address");
 
   bool register_waiter() noexcept {
     on_complete = &fire;
