@@ -19,6 +19,7 @@
 #include "tpl/detail/flow.hpp"
 #include "tpl/detail/frame_pool.hpp"
 #include "tpl/detail/start_guard.hpp"
+#include "tpl/detail/task_awaiter.hpp"
 #include "tpl/detail/task_state.hpp"
 #include "tpl/detail/trampoline.hpp"
 
@@ -34,12 +35,6 @@ decltype(auto) get_awaiter(A&& a) {
     return static_cast<A&&>(a);
   }
 }
-
-// A task's own awaiter, and its form that does marking_awaiter's work itself (tpl/task.hpp).
-template <class A>
-struct is_task_awaiter;
-template <class Base>
-class flowing_task_awaiter;
 
 /// Forwards to the real awaiter, records that the coroutine suspended (see file comment), and
 /// hands the execution context over at the suspension and back at the resumption (flow.hpp).

@@ -406,13 +406,17 @@ class task_state_base {
     has_error_ = true;
   }
   const std::exception_ptr& error() const noexcept {
-    return *std::launder(reinterpret_cast<const std::exception_ptr*>(
-        reinterpret_cast<const char*>(this) + error_offset_));
+    return const_cast<task_state_base*>(this)->error();
   }
   std::exception_ptr& error() noexcept {
     return *std::launder(reinterpret_cast<std::exception_ptr*>(error_storage()));
   }
   void* error_storage() noexcept { return reinterpret_cast<char*>(this) + error_offset_; }
+  /// For task_state<T>'s constructors: where the error's storage lies in the derived object.
+  void set_error_offset(const void* storage) noexcept {
+    error_offset_ = static_cast<std::uint16_t>(static_cast<const char*>(storage) -
+                                               reinterpret_cast<const char*>(this));
+  }
 
   std::atomic<std::uintptr_t> head_{kEmpty};
   std::atomic<std::uint32_t> refs_;
@@ -475,10 +479,10 @@ class task_state : public task_state_base {
   // Both leave the result uninitialised: it is constructed by set_value().
   task_state(std::uint32_t handle_refs, bool running, destroy_fn destroy) noexcept
       : task_state_base(handle_refs, running, destroy) {
-    set_error_offset();
+    set_error_offset(&error_storage_);
   }
   explicit task_state(std::uint32_t handle_refs) noexcept : task_state_base(handle_refs) {
-    set_error_offset();
+    set_error_offset(&error_storage_);
   }
 
   template <class... A>
@@ -506,11 +510,6 @@ class task_state : public task_state_base {
   }
 
  private:
-  void set_error_offset() noexcept {
-    error_offset_ = static_cast<std::uint16_t>(reinterpret_cast<char*>(&error_storage_) -
-                                               reinterpret_cast<char*>(static_cast<task_state_base*>(this)));
-  }
-
   // A task ends either with a value (status ran_to_completion) or with an error (has_error_), never
   // both, so the two share their storage.
   union {
@@ -524,10 +523,10 @@ class task_state<void> : public task_state_base {
  public:
   task_state(std::uint32_t handle_refs, bool running, destroy_fn destroy) noexcept
       : task_state_base(handle_refs, running, destroy) {
-    set_error_offset();
+    set_error_offset(&error_storage_);
   }
   explicit task_state(std::uint32_t handle_refs) noexcept : task_state_base(handle_refs) {
-    set_error_offset();
+    set_error_offset(&error_storage_);
   }
   void set_value() noexcept { status_ = task_status::ran_to_completion; }
   void value_ref() {
@@ -541,10 +540,6 @@ class task_state<void> : public task_state_base {
   ~task_state() { destroy_error(); }
 
  private:
-  void set_error_offset() noexcept {
-    error_offset_ = static_cast<std::uint16_t>(reinterpret_cast<char*>(&error_storage_) -
-                                               reinterpret_cast<char*>(static_cast<task_state_base*>(this)));
-  }
   alignas(std::exception_ptr) unsigned char error_storage_[sizeof(std::exception_ptr)];
 };
 
