@@ -5,7 +5,11 @@
 // later epoll_wait reports it, and puts the target on the retired list; end_batch() releases the
 // retired targets only after the batch in progress was handed on, so an event returned just
 // before the detach still finds its target alive. The eventfd wakes the engine thread when the
-// retired list turns non-empty, so retired targets do not wait for an unrelated event.
+// retired list turns non-empty, so retired targets do not wait for an unrelated event (while the
+// engine has lent its poll duty, the next poll of whoever holds it takes the wake-up).
+//
+// epoll_wait may be called by any thread, so the source is lendable(): the engine's poll duty
+// (socket_engine.cpp) moves events_ and releasing_ between threads with acquire/release.
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -80,6 +84,7 @@ class epoll_source final : public readiness_source {
   }
 
   void wait(std::vector<ready_event>& batch) noexcept override { take(-1, batch); }
+  bool lendable() const noexcept override { return true; }
   void poll(std::vector<ready_event>& batch) noexcept override { take(0, batch); }
 
   void end_batch() noexcept override {
@@ -116,7 +121,7 @@ class epoll_source final : public readiness_source {
   std::unique_ptr<epoll_event[]> events_;
   std::mutex retire_lock_;
   std::vector<readiness_target*> retired_;
-  std::vector<readiness_target*> releasing_;  // the engine thread's
+  std::vector<readiness_target*> releasing_;  // the poll duty holder's
 };
 
 }  // namespace

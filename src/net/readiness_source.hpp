@@ -12,7 +12,9 @@
 //      after the last batch that can name the target has been handed on (inside end_batch()), so
 //      every event of a batch finds its target alive until end_batch().
 //   3. attach() and detach() may be called from any thread, concurrently with wait(); wait(),
-//      poll() and end_batch() are called by the engine thread only.
+//      poll() and end_batch() are called by one thread at a time: the engine thread, or (a source
+//      whose lendable() is true) the batch item that holds the engine's lent poll duty, which
+//      it receives and gives back with an acquire/release pair (socket_engine.cpp).
 //   4. wait(), poll() and end_batch() allocate nothing: a batch is at most kMaxBatch events, in a
 //      vector the engine reserved for that many.
 #pragma once
@@ -61,6 +63,10 @@ class readiness_source {
   /// After the batch was handed on (each event with its own reference): drops the references of
   /// targets detached before it.
   virtual void end_batch() noexcept = 0;
+  /// Whether wait(), poll() and end_batch() may run on a thread other than the engine's (one at
+  /// a time, handed over with acquire/release): true for epoll; false for io_uring, whose polls
+  /// belong to the thread that submitted them.
+  virtual bool lendable() const noexcept { return false; }
 };
 
 /// Translates poll/epoll flags (the same values for both) into readiness bits.

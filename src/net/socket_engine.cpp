@@ -76,7 +76,9 @@
 #include <vector>
 
 #include "tpl/detail/detached.hpp"
+#include "tpl/detail/futex.hpp"
 #include "../thread_pool/io_counters.hpp"
+#include "../thread_pool/io_hooks.hpp"
 #include "accept.hpp"
 #include "readiness_source.hpp"
 #include "tpl/net/socket_error.hpp"
@@ -97,12 +99,23 @@ constexpr auto kBatchTimeSliceMs = std::chrono::milliseconds(15);
 /// scheduler polls the network the same way while it spins): the next request of a ping-pong
 /// peer then needs no wake-up of a sleeping thread. The same bound as a pool worker's spin.
 constexpr auto kInlineBusyPoll = std::chrono::microseconds(50);
+/// How long a batch item holding the lent poll duty polls without blocking before it gives the
+/// duty back to the engine thread (the same bound as a pool worker's spin).
+constexpr auto kLentPollWindow = std::chrono::microseconds(50);
+/// How long the engine thread leaves its poll duty lent with nobody taking it before it takes it
+/// back (every batch item busy in, or blocked in, a handler): the longest a socket's readiness
+/// waits for a poll while handlers run, like Go's sysmon polling the network every 10 ms at most.
+constexpr auto kLendWatchdog = std::chrono::milliseconds(1);
+
+constexpr std::uint32_t kDutyEngine = 0, kDutyLent = 1, kDutyPolling = 2;
 
 /// socket_stats()'s figures that are not the engine threads' own (those are in each engine's
 /// io_engine_counters block).
 struct counters_t {
   std::atomic<std::uint64_t> batch_items{0};
   std::atomic<std::uint64_t> busy_poll_batches{0};
+  std::atomic<std::uint64_t> lent_poll_batches{0};
+  std::atomic<std::uint64_t> duty_reclaims{0};
   std::atomic<unsigned> engine_count{0};
   std::atomic<bool> inline_completions{false};
   std::atomic<bool> io_uring{false};
@@ -143,7 +156,7 @@ class ready_ring {
 class socket_engine {
  public:
   socket_engine(bool inline_completions, std::unique_ptr<readiness_source> source)
-      : inline_(inline_completions), source_(std::move(source)) {
+      : inline_(inline_completions), lendable_(!inline_completions && source->lendable()), source_(std::move(source)) {
     batch_.reserve(readiness_source::kMaxBatch);
     idle_runners_.reserve(kRunnersReserved);
     thread_ = std::thread([this] { run(); });
@@ -152,23 +165,45 @@ class socket_engine {
   void attach(int fd, readiness_target* t) { source_->attach(fd, t); }
   void detach(int fd, readiness_target* t) noexcept { source_->detach(fd, t); }
 
-  /// One batch item (the first or a helper): claims events one at a time.
+  /// One batch item (the first or a helper): claims events one at a time; with the poll duty
+  /// lent (see "Lent poll duty" in the file header), polls for more once the queue is empty.
   void process_events() noexcept {
     g_counters.batch_items.fetch_add(1, std::memory_order_relaxed);  // relaxed: a statistic
     // seq_cst: must precede this item's pop in the order the engine's exchange sees (file header).
     processing_requested_.store(false, std::memory_order_seq_cst);
     ready_event ev;
     bool more = false;
-    if (!pop(ev, more)) return;
+    if (!pop(ev, more) && !poll_lent(ev, more)) return;
     if (more) request_processing();
-    const auto start = std::chrono::steady_clock::now();
+    auto start = std::chrono::steady_clock::now();
     for (;;) {
       ev.target->on_readiness(ev.bits);
       ev.target->release();
-      if (std::chrono::steady_clock::now() - start >= kBatchTimeSliceMs) break;
-      if (!pop(ev, more)) return;  // the loop's pops request no helper (the model checks it)
+      const auto now = std::chrono::steady_clock::now();
+      if (now - start >= kBatchTimeSliceMs) break;
+      if (!pop(ev, more)) {  // the loop's pops request no helper (the model checks it)
+        if (!poll_lent(ev, more)) return;
+        if (more) request_processing();  // this item queued them: the engine's push-then-request
+        start = now;  // a batch of its own: a new time slice
+      }
     }
     request_processing();  // events remain: someone must come for them
+  }
+
+  // Before a pool worker blocks (io_hooks.hpp): if the duty is lent with nobody polling, the
+  // engine thread takes it back now, so readiness is not left for the blocked handler's item.
+  void reclaim_lent() noexcept {
+    // relaxed pre-check: the CAS below decides; most blocking waits find the duty elsewhere.
+    if (duty_.load(std::memory_order_relaxed) != kDutyLent) return;
+    std::uint32_t expected = kDutyLent;
+    // relaxed: this thread touches none of the source's state, and the engine thread still
+    // acquires the last holder's: this RMW continues the release sequence headed by that
+    // holder's release store of kDutyLent, so the engine's acquire load of kDutyEngine
+    // synchronises with it (C++20 [intro.races]; LDAR/LDAPR after the STLR on ARMv8).
+    if (duty_.compare_exchange_strong(expected, kDutyEngine, std::memory_order_relaxed, std::memory_order_relaxed)) {
+      g_counters.duty_reclaims.fetch_add(1, std::memory_order_relaxed);  // relaxed: a statistic
+      tpl::detail::futex_wake_one(&duty_);
+    }
   }
 
  private:
@@ -222,6 +257,95 @@ class socket_engine {
     }
   }
 
+  // Queues a batch's events (each with its own reference) on the ready ring and counts the
+  // wake-up; returns how many were queued. Called by the poll duty's holder.
+  std::size_t queue_batch() noexcept {
+    std::size_t queued = 0;
+    std::lock_guard g(queue_lock_);
+    for (const ready_event& e : batch_) {
+      e.target->add_ref();
+      try {
+        ready_.push(e);
+      } catch (...) {
+        // No memory to queue the event: the socket's operations wait for its next edge, which
+        // is the best the engine can do; the reference goes back.
+        e.target->release();
+        continue;
+      }
+      ++queued;
+    }
+    // Counted before the unlock: a helper already running may take these events at once.
+    if (queued != 0) io_.record_wakeup(queued);
+    return queued;
+  }
+
+  // A batch item whose queue ran dry: if the engine has lent its poll duty, takes it and polls
+  // the source without blocking for up to kLentPollWindow. True with ev (and `more`) popped from
+  // what it found and the duty lent again, for the caller to handle; false with the duty given
+  // back to the engine thread (nothing came) or never taken.
+  bool poll_lent(ready_event& ev, bool& more) noexcept {
+    if (!lendable_) return false;
+    const auto until = std::chrono::steady_clock::now() + kLentPollWindow;
+    for (;;) {
+      std::uint32_t expected = kDutyLent;
+      // seq_cst (success and failure): the Dekker half that pairs with the engine's lend (see
+      // run()); on success also the acquire of the source's state as the previous holder left
+      // it (its release store of kDutyLent).
+      if (!duty_.compare_exchange_strong(expected, kDutyPolling, std::memory_order_seq_cst, std::memory_order_seq_cst))
+        return false;  // the engine polls, or another item does (and answers for what comes)
+      // relaxed: a hint for the engine's watchdog, written only by the duty holder (one at a
+      // time, ordered by the duty's acquire/release, so no update is lost).
+      duty_takes_.store(duty_takes_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+      for (;;) {
+        batch_.clear();
+        source_->poll(batch_);
+        const std::size_t queued = batch_.empty() ? 0 : queue_batch();
+        source_->end_batch();
+        if (queued != 0) break;
+        if (std::chrono::steady_clock::now() >= until || tpl::detail::current_worker_has_queued_work()) {
+          // Nothing came: the engine thread polls again. release: the source's state goes back
+          // to it (its acquire load of kDutyEngine).
+          duty_.store(kDutyEngine, std::memory_order_release);
+          tpl::detail::futex_wake_one(&duty_);
+          return false;
+        }
+        TPL_CPU_RELAX();
+      }
+      g_counters.lent_poll_batches.fetch_add(1, std::memory_order_relaxed);  // relaxed: a statistic
+      tpl::detail::io_summary_tick();
+      // release: the source's state goes to the next holder (its CAS, or the engine's watchdog
+      // CAS) before this item runs handlers, which may block: the duty is never held across user
+      // code.
+      duty_.store(kDutyLent, std::memory_order_release);
+      if (pop(ev, more)) return true;
+      // A running item took them all before the duty was lent again; it may have found the duty
+      // still held and ended, so this item takes it again rather than leave it lent with nobody
+      // to take it (the model's ending_when_a_helper_took_the_polled_events case).
+    }
+  }
+
+  // The engine thread, its duty lent: sleeps until the duty is given back. If nobody has taken it
+  // for a whole kLendWatchdog (every item is busy in a handler, or blocked in one without the
+  // pool's blocking hook), it takes it back itself.
+  void sleep_while_lent() noexcept {
+    for (;;) {
+      // relaxed: the watchdog's hint (see poll_lent).
+      const std::uint64_t takes = duty_takes_.load(std::memory_order_relaxed);
+      // acquire: pairs with the release store of kDutyEngine by the item that gave it back.
+      const std::uint32_t seen = duty_.load(std::memory_order_acquire);
+      if (seen == kDutyEngine) return;
+      const bool woken =
+          tpl::detail::futex_wait_until(&duty_, seen, std::chrono::steady_clock::now() + kLendWatchdog);
+      if (woken || seen != kDutyLent || duty_takes_.load(std::memory_order_relaxed) != takes) continue;
+      std::uint32_t expected = kDutyLent;
+      // acquire: the source's state as the last holder left it (its release store of kDutyLent).
+      if (duty_.compare_exchange_strong(expected, kDutyEngine, std::memory_order_acquire, std::memory_order_relaxed)) {
+        g_counters.duty_reclaims.fetch_add(1, std::memory_order_relaxed);  // relaxed: a statistic
+        return;
+      }
+    }
+  }
+
   // Inline engines only: after a batch with socket events, polls the source without blocking
   // for up to kInlineBusyPoll; true with batch_ holding what the kernel reported, false when
   // nothing came (the caller then blocks in wait()).
@@ -250,37 +374,34 @@ class socket_engine {
         source_->wait(batch_);  // every target named stays alive until end_batch()
       }
       const std::size_t socket_events = batch_.size();
+      std::size_t queued = 0;
       if (inline_) {
         if (socket_events != 0) io_.record_wakeup(socket_events);
         for (const ready_event& e : batch_) e.target->on_readiness(e.bits);
       } else if (socket_events != 0) {
-        std::size_t queued = 0;
-        {
-          std::lock_guard g(queue_lock_);
-          for (const ready_event& e : batch_) {
-            e.target->add_ref();
-            try {
-              ready_.push(e);
-            } catch (...) {
-              // No memory to queue the event: the socket's operations wait for its next edge,
-              // which is the best the engine can do; the reference goes back.
-              e.target->release();
-              continue;
-            }
-            ++queued;
-          }
-          // Counted before the unlock: a helper already running may take these events at once.
-          if (queued != 0) io_.record_wakeup(queued);
-        }
-        if (queued != 0) request_processing();
+        queued = queue_batch();
       }
       if (socket_events != 0) tpl::detail::io_summary_tick();
       was_busy = socket_events != 0;
       source_->end_batch();
+      if (queued == 0) continue;
+      if (!lendable_) {
+        request_processing();
+        continue;
+      }
+      // Lent before the request: the item requested (or one already queued) then finds the duty
+      // lent when its queue runs dry (the order is the model's lending_after_the_request case).
+      // seq_cst: with request_processing's seq_cst exchange and the item's seq_cst clear and CAS,
+      // an item whose clear follows our exchange reads kDutyLent or a later value. It is a
+      // release too: the source's state goes to the item that takes the duty.
+      duty_.store(kDutyLent, std::memory_order_seq_cst);
+      request_processing();
+      sleep_while_lent();
     }
   }
 
   const bool inline_;
+  const bool lendable_;  // hands its poll duty to the batch items (pool mode, a lendable source)
   // This engine thread's wake-ups, batch sizes and inline completions (the thread is the only
   // writer); registered for thread_pool_stats::io and socket_stats() while the engine lives.
   tpl::detail::io_engine_counters io_{tpl::detail::io_kind::socket};
@@ -290,6 +411,11 @@ class socket_engine {
   std::mutex queue_lock_;
   ready_ring ready_;
   std::atomic<bool> processing_requested_{false};
+  // Who polls the source: kDutyEngine (the engine thread, blocked in wait()), kDutyLent (lent to
+  // the batch items, nobody polling; the engine thread sleeps on this word), kDutyPolling (a
+  // batch item polls). Every change of holder is a release/acquire pair on this word.
+  std::atomic<std::uint32_t> duty_{kDutyEngine};
+  std::atomic<std::uint64_t> duty_takes_{0};  // times an item took the lent duty (the watchdog's hint)
   std::mutex runners_lock_;
   std::vector<std::coroutine_handle<>> idle_runners_;  // parked batch items, ready to be queued
 };
@@ -302,6 +428,15 @@ struct engine_set {
   std::atomic<unsigned> next{0};
   std::string fallback_reason;  // why io_uring was asked for and not used; written before publication
 };
+
+// The complete set, for the pool's blocking hook (null until engines() has built it).
+std::atomic<engine_set*> g_engine_set{nullptr};
+
+void reclaim_lent_duties() noexcept {
+  // acquire: the set (and its engines) as engines() built them.
+  if (engine_set* s = g_engine_set.load(std::memory_order_acquire))
+    for (socket_engine* e : s->engines) e->reclaim_lent();
+}
 
 engine_set& engines() {
   static engine_set* set = [] {
@@ -323,12 +458,16 @@ engine_set& engines() {
     g_counters.inline_completions.store(s->config.inline_completions, std::memory_order_relaxed);
     g_counters.engine_count.store(s->config.engine_count, std::memory_order_relaxed);
     g_counters.io_uring.store(use_uring, std::memory_order_relaxed);
+    // release: publishes the complete set to reclaim_lent_duties (its acquire load).
+    g_engine_set.store(s, std::memory_order_release);
+    tpl::detail::set_worker_blocking_hook(&reclaim_lent_duties);
     return s;
   }();
   return *set;
 }
 
 }  // namespace
+
 
 socket_engine& engine_for_new_socket() {
   engine_set& s = engines();
@@ -358,6 +497,8 @@ socket_engine_stats socket_stats() noexcept {
   s.io_uring = g_counters.io_uring.load(std::memory_order_relaxed);
   s.batch_items = g_counters.batch_items.load(std::memory_order_relaxed);
   s.busy_poll_batches = g_counters.busy_poll_batches.load(std::memory_order_relaxed);
+  s.lent_poll_batches = g_counters.lent_poll_batches.load(std::memory_order_relaxed);
+  s.duty_reclaims = g_counters.duty_reclaims.load(std::memory_order_relaxed);
   s.accept_backoffs = detail::g_accept_backoffs.load(std::memory_order_relaxed);
   return s;
 }
@@ -365,14 +506,15 @@ socket_engine_stats socket_stats() noexcept {
 std::string socket_engine_fallback_reason() { return detail::engines().fallback_reason; }
 
 std::string to_string(const socket_engine_stats& s) {
-  char buf[256];
+  char buf[320];
   std::snprintf(buf, sizeof buf,
                 "tpl-sockets engines=%u source=%s inline=%d wakeups=%llu events=%llu batch_items=%llu largest_batch=%llu "
-                "accept_backoffs=%llu busy_poll_batches=%llu",
+                "accept_backoffs=%llu busy_poll_batches=%llu lent_poll_batches=%llu duty_reclaims=%llu",
                 s.engine_count, s.io_uring ? "io_uring" : "epoll", s.inline_completions ? 1 : 0, static_cast<unsigned long long>(s.engine_wakeups),
                 static_cast<unsigned long long>(s.events), static_cast<unsigned long long>(s.batch_items),
                 static_cast<unsigned long long>(s.largest_batch), static_cast<unsigned long long>(s.accept_backoffs),
-                static_cast<unsigned long long>(s.busy_poll_batches));
+                static_cast<unsigned long long>(s.busy_poll_batches), static_cast<unsigned long long>(s.lent_poll_batches),
+                static_cast<unsigned long long>(s.duty_reclaims));
   return buf;
 }
 

@@ -18,6 +18,7 @@
 #include <pthread.h>
 #endif
 
+#include "io_hooks.hpp"
 #include "pool_impl.hpp"
 
 namespace tpl {
@@ -46,7 +47,10 @@ bool thread_pool::impl::injection_due_now(thread_pool_reason why) const noexcept
 void thread_pool::impl::blocking_begin() {
   // The item woken last must not wait for this thread to unblock (it may be what it waits for):
   // it goes to the deque, and the wake-up below covers it like any queued work.
-  if (t_context.pool == this) flush_next(*t_context.self);
+  if (t_context.pool == this) {
+    flush_next(*t_context.self);
+    detail::run_worker_blocking_hook();  // a socket engine's lent poll duty goes back to it
+  }
   // relaxed: the goal update below is the synchronising step (a CAS on counts).
   blocked_threads.fetch_add(1, std::memory_order_relaxed);
   const bool eager = options.injection == injection_policy::eager;

@@ -14,6 +14,7 @@
 #include <coroutine>
 #include <cstddef>
 
+#include "io_hooks.hpp"
 #include "pool_impl.hpp"
 #include "tpl/detail/futex.hpp"
 #include "tpl/detail/trampoline.hpp"
@@ -67,6 +68,7 @@ bool thread_pool::impl::flush_next(worker& self) {
 // this one waits (the item may be what it waits for).
 void thread_pool::impl::before_blocking_wait(worker& self) {
   if (flush_next(self)) after_push();
+  detail::run_worker_blocking_hook();
 }
 
 void thread_pool::impl::push_global(void* item) {
@@ -312,6 +314,28 @@ void dispatch_wakeup(std::coroutine_handle<> h) {
     return;
   }
   dispatch(h);
+}
+
+namespace {
+std::atomic<worker_blocking_hook> g_worker_blocking_hook{nullptr};
+}  // namespace
+
+void set_worker_blocking_hook(worker_blocking_hook hook) noexcept {
+  // release: the hook's own state (the engines it reaches) is published with it.
+  g_worker_blocking_hook.store(hook, std::memory_order_release);
+}
+
+void run_worker_blocking_hook() noexcept {
+  // acquire: pairs with the release store above.
+  if (worker_blocking_hook hook = g_worker_blocking_hook.load(std::memory_order_acquire)) hook();
+}
+
+bool current_worker_has_queued_work() noexcept {
+  thread_pool::impl::thread_context& ctx = thread_pool::impl::t_context;
+  if (ctx.pool == nullptr) return false;
+  // relaxed: hints (the file header of io_hooks.hpp); the worker's loop looks again properly.
+  return ctx.self->next.load(std::memory_order_relaxed) != nullptr || ctx.self->local.size_approx() > 0 ||
+         ctx.pool->global.size_approx() != 0;
 }
 
 void before_blocking_wait() noexcept {

@@ -26,6 +26,8 @@ struct socket_engine_stats {
   std::uint64_t largest_batch = 0;  ///< most socket events one wait returned
   std::uint64_t accept_backoffs = 0;///< accepts that waited for lack of descriptors or memory
   std::uint64_t busy_poll_batches = 0; ///< inline engines: batches found by polling without blocking after a busy one
+  std::uint64_t lent_poll_batches = 0; ///< pool mode: batches a batch item found polling with the engine's lent poll duty
+  std::uint64_t duty_reclaims = 0;     ///< pool mode: times an engine took its lent poll duty back, nobody having taken it
 };
 
 socket_engine_stats socket_stats() noexcept;
