@@ -37,6 +37,17 @@
 // number has not moved; the handler bumps the number under the same lock that guards the waiting
 // slot), checked by tests/net/model_socket_readiness_test.cpp.
 //
+// Lent poll duty (default mode, epoll): after queuing a batch and before requesting processing, the
+// engine thread lends its polling to the batch items and sleeps (poll_duty.hpp states the protocol
+// and its invariants). A batch item whose queue runs dry takes the duty and polls the source
+// without blocking for up to 50 us; events it finds it queues exactly as the engine does (push,
+// then a helper if more than one), lends the duty again and handles them; with nothing in its
+// window, or work queued for its worker, it gives the duty back and wakes the engine. So a
+// connection answering within the window costs no wake-up of the engine thread nor a hand-off
+// between threads. A worker about to block takes a lent duty back for the engine (the pool's
+// blocking hook, io_hooks.hpp); the engine's watchdog covers handlers that block unseen.
+// tests/net/net_model_poll_duty_test.cpp checks this together with the hand-off above.
+//
 // Inline completions (TPL_SOCKETS_INLINE_COMPLETIONS=1): the engine thread calls on_readiness
 // itself, so continuations run on the engine thread (.NET's experimental
 // DOTNET_SYSTEM_NET_SOCKETS_INLINE_COMPLETIONS). One hop less, but a continuation that blocks
@@ -76,10 +87,10 @@
 #include <vector>
 
 #include "tpl/detail/detached.hpp"
-#include "tpl/detail/futex.hpp"
 #include "../thread_pool/io_counters.hpp"
 #include "../thread_pool/io_hooks.hpp"
 #include "accept.hpp"
+#include "poll_duty.hpp"
 #include "readiness_source.hpp"
 #include "tpl/net/socket_error.hpp"
 #include "tpl/net/socket_stats.hpp"
@@ -99,15 +110,6 @@ constexpr auto kBatchTimeSliceMs = std::chrono::milliseconds(15);
 /// scheduler polls the network the same way while it spins): the next request of a ping-pong
 /// peer then needs no wake-up of a sleeping thread. The same bound as a pool worker's spin.
 constexpr auto kInlineBusyPoll = std::chrono::microseconds(50);
-/// How long a batch item holding the lent poll duty polls without blocking before it gives the
-/// duty back to the engine thread (the same bound as a pool worker's spin).
-constexpr auto kLentPollWindow = std::chrono::microseconds(50);
-/// How long the engine thread leaves its poll duty lent with nobody taking it before it takes it
-/// back (every batch item busy in, or blocked in, a handler): the longest a socket's readiness
-/// waits for a poll while handlers run, like Go's sysmon polling the network every 10 ms at most.
-constexpr auto kLendWatchdog = std::chrono::milliseconds(1);
-
-constexpr std::uint32_t kDutyEngine = 0, kDutyLent = 1, kDutyPolling = 2;
 
 /// socket_stats()'s figures that are not the engine threads' own (those are in each engine's
 /// io_engine_counters block).
@@ -190,20 +192,10 @@ class socket_engine {
     request_processing();  // events remain: someone must come for them
   }
 
-  // Before a pool worker blocks (io_hooks.hpp): if the duty is lent with nobody polling, the
-  // engine thread takes it back now, so readiness is not left for the blocked handler's item.
+  // Before a pool worker blocks (io_hooks.hpp): a lent duty goes back to the engine thread now,
+  // so readiness is not left for the blocked handler's item to poll.
   void reclaim_lent() noexcept {
-    // relaxed pre-check: the CAS below decides; most blocking waits find the duty elsewhere.
-    if (duty_.load(std::memory_order_relaxed) != kDutyLent) return;
-    std::uint32_t expected = kDutyLent;
-    // relaxed: this thread touches none of the source's state, and the engine thread still
-    // acquires the last holder's: this RMW continues the release sequence headed by that
-    // holder's release store of kDutyLent, so the engine's acquire load of kDutyEngine
-    // synchronises with it (C++20 [intro.races]; LDAR/LDAPR after the STLR on ARMv8).
-    if (duty_.compare_exchange_strong(expected, kDutyEngine, std::memory_order_relaxed, std::memory_order_relaxed)) {
-      g_counters.duty_reclaims.fetch_add(1, std::memory_order_relaxed);  // relaxed: a statistic
-      tpl::detail::futex_wake_one(&duty_);
-    }
+    if (duty_.reclaim()) g_counters.duty_reclaims.fetch_add(1, std::memory_order_relaxed);  // relaxed: a statistic
   }
 
  private:
@@ -280,22 +272,14 @@ class socket_engine {
   }
 
   // A batch item whose queue ran dry: if the engine has lent its poll duty, takes it and polls
-  // the source without blocking for up to kLentPollWindow. True with ev (and `more`) popped from
+  // the source without blocking for up to poll_duty::kPollWindow. True with ev (and `more`) popped from
   // what it found and the duty lent again, for the caller to handle; false with the duty given
   // back to the engine thread (nothing came) or never taken.
   bool poll_lent(ready_event& ev, bool& more) noexcept {
     if (!lendable_) return false;
-    const auto until = std::chrono::steady_clock::now() + kLentPollWindow;
+    const auto until = std::chrono::steady_clock::now() + poll_duty::kPollWindow;
     for (;;) {
-      std::uint32_t expected = kDutyLent;
-      // seq_cst (success and failure): the Dekker half that pairs with the engine's lend (see
-      // run()); on success also the acquire of the source's state as the previous holder left
-      // it (its release store of kDutyLent).
-      if (!duty_.compare_exchange_strong(expected, kDutyPolling, std::memory_order_seq_cst, std::memory_order_seq_cst))
-        return false;  // the engine polls, or another item does (and answers for what comes)
-      // relaxed: a hint for the engine's watchdog, written only by the duty holder (one at a
-      // time, ordered by the duty's acquire/release, so no update is lost).
-      duty_takes_.store(duty_takes_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+      if (!duty_.try_take()) return false;  // the engine polls, or another item (which answers for what comes)
       for (;;) {
         batch_.clear();
         source_->poll(batch_);
@@ -303,46 +287,18 @@ class socket_engine {
         source_->end_batch();
         if (queued != 0) break;
         if (std::chrono::steady_clock::now() >= until || tpl::detail::current_worker_has_queued_work()) {
-          // Nothing came: the engine thread polls again. release: the source's state goes back
-          // to it (its acquire load of kDutyEngine).
-          duty_.store(kDutyEngine, std::memory_order_release);
-          tpl::detail::futex_wake_one(&duty_);
+          duty_.give_back();  // nothing came: the engine thread polls again
           return false;
         }
         TPL_CPU_RELAX();
       }
       g_counters.lent_poll_batches.fetch_add(1, std::memory_order_relaxed);  // relaxed: a statistic
       tpl::detail::io_summary_tick();
-      // release: the source's state goes to the next holder (its CAS, or the engine's watchdog
-      // CAS) before this item runs handlers, which may block: the duty is never held across user
-      // code.
-      duty_.store(kDutyLent, std::memory_order_release);
+      duty_.relend();  // never held across a handler (poll_duty.hpp, invariant 3)
       if (pop(ev, more)) return true;
       // A running item took them all before the duty was lent again; it may have found the duty
       // still held and ended, so this item takes it again rather than leave it lent with nobody
-      // to take it (the model's ending_when_a_helper_took_the_polled_events case).
-    }
-  }
-
-  // The engine thread, its duty lent: sleeps until the duty is given back. If nobody has taken it
-  // for a whole kLendWatchdog (every item is busy in a handler, or blocked in one without the
-  // pool's blocking hook), it takes it back itself.
-  void sleep_while_lent() noexcept {
-    for (;;) {
-      // relaxed: the watchdog's hint (see poll_lent).
-      const std::uint64_t takes = duty_takes_.load(std::memory_order_relaxed);
-      // acquire: pairs with the release store of kDutyEngine by the item that gave it back.
-      const std::uint32_t seen = duty_.load(std::memory_order_acquire);
-      if (seen == kDutyEngine) return;
-      const bool woken =
-          tpl::detail::futex_wait_until(&duty_, seen, std::chrono::steady_clock::now() + kLendWatchdog);
-      if (woken || seen != kDutyLent || duty_takes_.load(std::memory_order_relaxed) != takes) continue;
-      std::uint32_t expected = kDutyLent;
-      // acquire: the source's state as the last holder left it (its release store of kDutyLent).
-      if (duty_.compare_exchange_strong(expected, kDutyEngine, std::memory_order_acquire, std::memory_order_relaxed)) {
-        g_counters.duty_reclaims.fetch_add(1, std::memory_order_relaxed);  // relaxed: a statistic
-        return;
-      }
+      // to take it (invariant 3).
     }
   }
 
@@ -389,14 +345,11 @@ class socket_engine {
         request_processing();
         continue;
       }
-      // Lent before the request: the item requested (or one already queued) then finds the duty
-      // lent when its queue runs dry (the order is the model's lending_after_the_request case).
-      // seq_cst: with request_processing's seq_cst exchange and the item's seq_cst clear and CAS,
-      // an item whose clear follows our exchange reads kDutyLent or a later value. It is a
-      // release too: the source's state goes to the item that takes the duty.
-      duty_.store(kDutyLent, std::memory_order_seq_cst);
+      // Lent before the request (poll_duty.hpp, invariant 2): the item requested, or one already
+      // queued, finds the duty lent when its queue runs dry.
+      duty_.lend();
       request_processing();
-      sleep_while_lent();
+      if (duty_.sleep_while_lent()) g_counters.duty_reclaims.fetch_add(1, std::memory_order_relaxed);  // relaxed: a statistic
     }
   }
 
@@ -411,11 +364,7 @@ class socket_engine {
   std::mutex queue_lock_;
   ready_ring ready_;
   std::atomic<bool> processing_requested_{false};
-  // Who polls the source: kDutyEngine (the engine thread, blocked in wait()), kDutyLent (lent to
-  // the batch items, nobody polling; the engine thread sleeps on this word), kDutyPolling (a
-  // batch item polls). Every change of holder is a release/acquire pair on this word.
-  std::atomic<std::uint32_t> duty_{kDutyEngine};
-  std::atomic<std::uint64_t> duty_takes_{0};  // times an item took the lent duty (the watchdog's hint)
+  poll_duty duty_;  // who polls the source (lendable_ engines only)
   std::mutex runners_lock_;
   std::vector<std::coroutine_handle<>> idle_runners_;  // parked batch items, ready to be queued
 };
