@@ -57,8 +57,10 @@
 // a peer's next request finds the thread awake instead of costing a wake-up. A pool-mode engine
 // does not: measured on two cores, its polling competed with the spinning worker and the client.
 //
-// Counters (docs/io.md, "Statistics, events and tracing"): each engine thread owns an
-// io_engine_counters block (src/thread_pool/io_counters.hpp) and is its only writer. It records a
+// Counters (docs/io.md, "Statistics, events and tracing"): each engine owns an io_engine_counters
+// block (src/thread_pool/io_counters.hpp), written by whoever holds its poll duty (the engine
+// thread, or a batch item polling with the lent duty: one at a time, each hand-over a
+// release/acquire pair, so the block keeps one writer at a time). The holder records a
 // wake-up and its batch size before it hands the batch on (inside queue_lock, or before the
 // inline handling), so whoever sees a completion of that batch also sees the wake-up counted.
 // Completions are counted by socket_context::drive on the thread that handles the event. After

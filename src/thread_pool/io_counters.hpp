@@ -4,7 +4,10 @@
 // Who counts what, each counter having exactly one writing thread:
 //   - An engine thread (a socket engine's epoll thread, an io_uring completion thread) owns one
 //     io_engine_counters block: its wake-ups, their batch sizes, and the completions it makes on
-//     its own thread (io_uring resumptions; socket events handled inline).
+//     its own thread (io_uring resumptions; socket events handled inline). A socket engine that
+//     lends its polling to the pool's batch items (src/net/poll_duty.hpp) lets the item holding
+//     the duty record the wake-ups it finds: still one writer at a time, each hand-over of the
+//     duty a release/acquire pair, which is all bump_owned needs.
 //   - A completion made on a pool worker (a socket event handled by the engine's batch item, a
 //     system call the pool engine ran) goes to that worker's own counters (worker::io_completions
 //     in pool_impl.hpp), read by its pool's stats().
@@ -57,7 +60,7 @@ class alignas(64) io_engine_counters {
   /// count_io_completion(kind()) land here.
   void bind_to_current_thread() noexcept;
 
-  /// The rest: on the engine thread only (the single writer).
+  /// The rest: by the engine thread, or whoever holds its socket engine's poll duty (one writer at a time).
   void record_wakeup(std::uint64_t batch) noexcept {
     bump_owned(wakeups_);
     bump_owned(events_, batch);
