@@ -27,10 +27,15 @@
 //      having taken it (a handler blocked where the pool cannot see it): sockets wait at most
 //      that long for a poll while handlers run, like Go's sysmon polling the network. Both wake
 //      the engine's futex after changing the word, so the wake is never lost.
+//   5. An item that polled nothing in its window leaves the duty lent if a batch item is queued
+//      (it will take it: no wake-up of the engine), else takes it back for the engine. It lends
+//      first and reads processing_requested after, both seq_cst: a queued item that it counts on
+//      clears the flag after that read, so its try_take() comes after the lend. Reading first
+//      would let that item clear the flag, find the duty still held and end.
 //
 //   poll_duty d;                       // engine: after queuing a batch
 //   d.lend(); request_processing(); d.sleep_while_lent();
-//   if (d.try_take()) { ...poll...; d.relend() or d.give_back(); }   // a batch item
+//   if (d.try_take()) { ...poll...; d.relend(); or d.leave(); if (!queued) d.reclaim(); }
 #pragma once
 
 #include <atomic>
@@ -59,8 +64,8 @@ class poll_duty {
     for (;;) {
       // relaxed: the watchdog's hint, written by the holders (see try_take).
       const std::uint64_t takes = takes_.load(std::memory_order_relaxed);
-      // acquire: pairs with the release store (give_back) or the RMW continuing a holder's
-      // release sequence (reclaim) that made it `engine`: the source's state as it was left.
+      // acquire: pairs with the RMW continuing a holder's release sequence (reclaim) that made it
+      // `engine`: the source's state as that holder left it.
       const std::uint32_t seen = word_.load(std::memory_order_acquire);
       if (seen == kEngine) return false;
       const bool woken = tpl::detail::futex_wait_until(&word_, seen, std::chrono::steady_clock::now() + kWatchdog);
@@ -88,16 +93,14 @@ class poll_duty {
   /// the source's state goes to the next holder (its try_take, or the watchdog's CAS).
   void relend() noexcept { word_.store(kLent, std::memory_order_release); }
 
-  /// The holder, nothing having come in its window: the engine thread polls again. release: the
-  /// source's state goes back to it (its acquire load); the wake follows the store, so a
-  /// futex_wait that missed the wake sees the word moved.
-  void give_back() noexcept {
-    word_.store(kEngine, std::memory_order_release);
-    tpl::detail::futex_wake_one(&word_);
-  }
+  /// The holder, nothing having come in its window: lends the duty (seq_cst, as lend()) and
+  /// returns; the caller then reads whether a batch item is queued (seq_cst) and, if none is,
+  /// calls reclaim() so that the engine thread polls again (invariant 5).
+  void leave() noexcept { word_.store(kLent, std::memory_order_seq_cst); }
 
-  /// Any thread (a pool worker about to block): takes a lent duty back for the engine thread.
-  /// Returns whether it did.
+  /// Any thread (a pool worker about to block, an item leaving with no item queued): takes a lent
+  /// duty back for the engine thread and wakes it. Returns whether it did (false: the duty was
+  /// elsewhere, or someone took it first, who answers for it).
   bool reclaim() noexcept {
     // relaxed pre-check: the CAS decides; most blocking waits find the duty elsewhere.
     if (word_.load(std::memory_order_relaxed) != kLent) return false;

@@ -42,7 +42,8 @@
 // and its invariants). A batch item whose queue runs dry takes the duty and polls the source
 // without blocking for up to 50 us; events it finds it queues exactly as the engine does (push,
 // then a helper if more than one), lends the duty again and handles them; with nothing in its
-// window, or work queued for its worker, it gives the duty back and wakes the engine. So a
+// window, or work queued for its worker, it leaves the duty lent to a batch item already queued,
+// or, with none queued, gives it back and wakes the engine. So a
 // connection answering within the window costs no wake-up of the engine thread nor a hand-off
 // between threads. A worker about to block takes a lent duty back for the engine (the pool's
 // blocking hook, io_hooks.hpp); the engine's watchdog covers handlers that block unseen.
@@ -289,7 +290,10 @@ class socket_engine {
         source_->end_batch();
         if (queued != 0) break;
         if (std::chrono::steady_clock::now() >= until || tpl::detail::current_worker_has_queued_work()) {
-          duty_.give_back();  // nothing came: the engine thread polls again
+          // Nothing came (poll_duty.hpp, invariant 5): a queued batch item takes the duty over;
+          // with none, the engine thread polls again. seq_cst: the load half of that Dekker pair.
+          duty_.leave();
+          if (!processing_requested_.load(std::memory_order_seq_cst)) duty_.reclaim();
           return false;
         }
         TPL_CPU_RELAX();

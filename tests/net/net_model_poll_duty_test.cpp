@@ -14,7 +14,10 @@
 //     poll_lent: CAS duty lent -> polling; on success it polls the kernel without blocking
 //     (taking every event there, possibly none) any number of times; with events it pushes
 //     them, stores duty = lent, pops one (requesting a helper if more remain) and handles it;
-//     with none and its window over, it stores duty = engine and wakes the engine's futex.
+//     with none and its window over, it leaves: stores duty = lent (seq_cst), reads
+//     processing_requested (seq_cst) and, if no item is queued to take the duty, takes it back
+//     for the engine (CAS lent -> engine, then a futex wake). (The model also lets it give the
+//     duty straight back, store engine then wake, which the code did before.)
 //     A handler either returns or blocks for good; before it blocks, the pool's blocking hook
 //     (reclaim_lent: CAS lent -> engine, then a futex wake) runs.
 //
@@ -28,7 +31,9 @@
 // while it runs the handler; an engine that lends after requesting processing (the item it
 // requested may have found the queue dry and ended before the duty was lent: nobody takes it); an
 // item that ends when another took the events it polled before it lent the duty again (that
-// other item found the duty still held, and ended).
+// other item found the duty still held, and ended); an item that, leaving with nothing polled,
+// reads processing_requested before it lends the duty instead of after (the queued item it
+// counted on may clear the flag, find the duty still held and end in between).
 //
 // The model's steps are sequentially consistent: the real lend store and the item's CAS are
 // seq_cst for this reason (socket_engine.cpp, "Lent poll duty").
@@ -44,7 +49,8 @@
 
 namespace {
 
-enum class variant : std::uint8_t { real, untracked_block, untracked_block_watchdog, no_wake, hold_across_handler, lend_after_request, end_after_relend };
+enum class variant : std::uint8_t { real, untracked_block, untracked_block_watchdog, no_wake, hold_across_handler, lend_after_request, end_after_relend,
+                             check_before_lend };
 
 enum duty_word : std::uint8_t { d_engine, d_lent, d_polling };
 
@@ -72,6 +78,9 @@ enum item_pc : std::uint8_t {
   i_slice,        // time slice over: request a helper, then end
   i_hook,         // the blocking hook: CAS lent -> engine, futex wake; then block
   i_giveback,     // store duty = engine (holds the duty until it is stored)
+  i_leave_lend,   // leaving with an item queued maybe: store duty = lent (seq_cst)
+  i_leave_check,  // ... then load processing_requested: set -> end (that item takes the duty)
+  i_leave_take,   // ... clear -> CAS duty lent -> engine (+ futex wake), then end
   i_wake,         // futex wake of the engine, then end
   i_blocked,      // a handler that never returns
   i_held_pop,     // hold_across_handler: pops one while still polling
@@ -119,7 +128,9 @@ struct model {
     // Exclusion: who holds the duty (uses the source) now.
     int holders = (s.engine == e_wait || s.engine == e_push || (s.engine == e_lend) ||
                    (v == variant::lend_after_request && s.engine == e_request)) ? 1 : 0;
-    for (item_pc pc : {i_poll, i_push, i_relend, i_giveback, i_held_pop, i_held_handle, i_held_relend}) holders += s.items[pc];
+    for (item_pc pc : {i_poll, i_push, i_relend, i_giveback, i_leave_lend, i_held_pop, i_held_handle, i_held_relend})
+      holders += s.items[pc];
+    if (v == variant::check_before_lend) holders += s.items[i_leave_check];
     if (holders > 1) {
       error = "two threads hold the poll duty (use the readiness source) at once";
       return;
@@ -232,6 +243,8 @@ struct model {
           } else {
             // An empty poll changes nothing (polling again is this same state); the window may end.
             step("polls nothing; its window is over", [&](state& n) { move(n, from, i_giveback); });
+            step("polls nothing; its window is over, it leaves the duty lent if an item is queued",
+                 [&](state& n) { move(n, from, v == variant::check_before_lend ? i_leave_check : i_leave_lend); });
           }
           break;
         case i_push:
@@ -268,6 +281,24 @@ struct model {
           step("the blocking hook, then blocks", [&](state& n) {
             if (n.duty == d_lent) n.duty = d_engine, wake(n);
             move(n, from, i_blocked);
+          });
+          break;
+        case i_leave_lend:
+          step("duty = lent (leaving)", [&](state& n) {
+            n.duty = d_lent;
+            move(n, from, v == variant::check_before_lend ? kItemPcs : i_leave_check);
+          });
+          break;
+        case i_leave_check:
+          step("reads processing_requested", [&](state& n) {
+            if (v == variant::check_before_lend) return move(n, from, n.flag ? i_leave_lend : i_giveback);
+            move(n, from, n.flag ? kItemPcs : i_leave_take);
+          });
+          break;
+        case i_leave_take:
+          step("takes the lent duty back for the engine", [&](state& n) {
+            if (n.duty == d_lent) n.duty = d_engine, wake(n);
+            move(n, from, kItemPcs);
           });
           break;
         case i_giveback:
@@ -357,6 +388,13 @@ TEST(net_model_poll_duty, lending_after_the_request_leaves_the_duty_with_nobody)
 TEST(net_model_poll_duty, ending_when_a_helper_took_the_polled_events_leaves_the_duty_with_nobody) {
   model_check::stats st;
   const std::string bad = check(variant::end_after_relend, 3, st);
+  ASSERT_NE(bad, "");
+  EXPECT_NE(bad.find("engine sleeps"), std::string::npos) << bad;
+}
+
+TEST(net_model_poll_duty, reading_the_flag_before_lending_when_leaving_leaves_the_duty_with_nobody) {
+  model_check::stats st;
+  const std::string bad = check(variant::check_before_lend, 2, st);
   ASSERT_NE(bad, "");
   EXPECT_NE(bad.find("engine sleeps"), std::string::npos) << bad;
 }
