@@ -23,9 +23,9 @@
 //      taken by another item tries to take it again instead of ending (that other item may have
 //      found it still held and ended).
 //   4. A lent duty goes back to the engine thread when a pool worker is about to block
-//      (reclaim(), from the pool's blocking hook), and otherwise only after kWatchdog with nobody
-//      having taken it (a handler blocked where the pool cannot see it): sockets wait at most
-//      that long for a poll while handlers run, like Go's sysmon polling the network. Both wake
+//      (reclaim(), from the pool's blocking hook), when an item leaves it with no batch item
+//      queued (5), and otherwise only after kWatchdog with nobody having taken it (a handler blocked where the pool cannot see it): sockets wait at most
+//      that long for a poll while handlers run, like Go's sysmon polling the network. Each wakes
 //      the engine's futex after changing the word, so the wake is never lost.
 //   5. An item that polled nothing in its window leaves the duty lent if a batch item is queued
 //      (it will take it: no wake-up of the engine), else takes it back for the engine. It lends
