@@ -1,7 +1,7 @@
 // Exhaustive model check of the socket engine's lent poll duty (src/net/socket_engine.cpp:
 // run()'s lend and sleep_while_lent, process_events' poll_lent, reclaim_lent; poll_duty.hpp),
-// together with the batch
-// hand-off it rides on (net_model_batch_test.cpp checks that hand-off alone).
+// together with the batch hand-off it rides on (net_model_batch_test.cpp checks that hand-off
+// alone).
 //
 // Threads (each step is one atomic action of the real code; a locked section is one step):
 //   - the network: delivers kArrivals readiness edges to the kernel, one at a time, whenever.
