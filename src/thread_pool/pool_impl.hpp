@@ -2,7 +2,8 @@
 // (internal; see tpl/thread_pool.hpp for the public type):
 //
 //   worker_loop.cpp       a worker's loop and its queues: local deque, yield queue, next slot,
-//                         stealing, the global queues, draining at shutdown
+//                         stealing, the global queues, draining at shutdown; the socket
+//                         engines' hooks (io_hooks.hpp)
 //   wake_protocol.cpp     the idle list, spinning, parking and waking: the protocol that
 //                         tests/model_pool_handshake_test.cpp checks exhaustively
 //   thread_lifecycle.cpp  creating, retiring and stopping threads; thread counts and limits
