@@ -4,7 +4,8 @@
 // tests check what a user relies on: a handler that blocks while the duty is lent does not stop
 // other sockets from being served, whether it blocks in a wait tpl knows about (the pool's
 // blocking hook gives the duty back at once) or in one it does not (a plain sleep loop: the
-// engine's watchdog takes the duty back); and many one-at-a-time round trips, which the items'
+// engine's watchdog takes the duty back, unless an item started for another edge polls first;
+// with neither, the test hangs: its hang guard fails it); and many one-at-a-time round trips, which the items'
 // polling serves without the engine thread, are all answered and counted.
 //
 // Inline completions: a blocked handler blocks the engine itself (the documented deadlock of that
@@ -75,19 +76,16 @@ TEST(net_poll_duty, a_handler_blocked_in_a_wait_the_pool_knows_does_not_stall_an
 
 TEST(net_poll_duty, a_handler_blocked_where_the_pool_cannot_see_does_not_stall_another_socket) {
   if (inline_mode()) GTEST_SKIP() << "inline completions: this is the documented deadlock of that mode";
-  const auto reclaims_before = tpl::net::socket_stats().duty_reclaims;
   other_socket_is_served_while_a_handler_blocks([](std::atomic<bool>& release) {
     // No wait of tpl's: nothing tells the pool (or the engine) that this thread is blocked.
     const auto bound = std::chrono::steady_clock::now() + std::chrono::seconds(60);
     while (!release.load() && std::chrono::steady_clock::now() < bound)
       std::this_thread::sleep_for(std::chrono::microseconds(100));
   });
-  const tpl::net::socket_engine_stats s = tpl::net::socket_stats();
-  if (!s.io_uring) {
-    // Nobody but the engine could poll for B's edge: it took the duty back (then, or earlier if the
-    // item was slow to start).
-    EXPECT_GT(s.duty_reclaims, reclaims_before) << to_string(s);
-  }
+  // Usually the engine's watchdog took the duty back to poll B's edge (duty_reclaims moves), but
+  // not always: a batch item started for another edge (an ACK's EPOLLOUT on one of the clients,
+  // say) may have taken the lent duty and polled it first. So only the service is asserted.
+  std::printf("%s\n", to_string(tpl::net::socket_stats()).c_str());
 }
 
 TEST(net_poll_duty, one_at_a_time_round_trips_are_all_answered_and_counted) {
