@@ -2,6 +2,7 @@
 // for every item and fails loudly on a lost, duplicated or hung one (docs/testing.md, "Soak").
 //
 //   tpl_soak [--iterations N] [--seed S] [--watchdog SECONDS] [--verbose] [--simulate-hang]
+//            [--simulate-lost-item]
 //            [--only pipeline|drop|cancellation|blocking|exceptions]
 //
 // Each iteration runs, concurrently (all on the default pool):
@@ -19,6 +20,9 @@
 // --watchdog seconds (default 60): it prints the default pool's stats (every field) and the
 // sub-workloads still in flight. Any accounting error prints what differed and exits 1.
 // --simulate-hang adds a sub-workload that never finishes (to see the watchdog fire).
+// --simulate-lost-item makes read_async consumers drop item 7 unaccounted (to see the report of a
+// lost item: the pipeline's configuration, each producer's and consumer's last item, the items
+// around the lost one and how each was accounted for).
 #include <atomic>
 #include <chrono>
 #include <cinttypes>
@@ -175,27 +179,47 @@ struct soak_error : std::runtime_error {
 
 // ---- sub-workloads ------------------------------------------------------------------------------------
 
-/// Per-item ledger: every item must be accounted for exactly once.
+/// Per-item ledger: every item must be accounted for exactly once. It also keeps how each item was
+/// accounted for, so that a failure can say what happened around the item that went wrong.
 class ledger {
  public:
-  explicit ledger(std::size_t n) : seen_(new std::atomic<std::uint8_t>[n]), n_(n) {
-    for (std::size_t i = 0; i < n; ++i) seen_[i].store(0, std::memory_order_relaxed);
+  explicit ledger(std::size_t n)
+      : seen_(new std::atomic<std::uint8_t>[n]), how_(new std::atomic<const char*>[n]), n_(n) {
+    for (std::size_t i = 0; i < n; ++i) {
+      seen_[i].store(0, std::memory_order_relaxed);
+      how_[i].store(nullptr, std::memory_order_relaxed);
+    }
   }
   void account(std::size_t item, const char* how) {
     if (item >= n_) die(std::string("item out of range (") + how + ")");
+    const char* first = nullptr;
+    how_[item].compare_exchange_strong(first, how, std::memory_order_relaxed);
     if (seen_[item].fetch_add(1, std::memory_order_relaxed) != 0)
-      die("item " + std::to_string(item) + " accounted for twice (second time: " + how + ")");
+      die("item " + std::to_string(item) + " accounted for twice (first time: " + (first ? first : "?") +
+          ", second time: " + how + ")");
     progress();
   }
-  void verify(const std::string& what) const {
-    for (std::size_t i = 0; i < n_; ++i)
-      if (seen_[i].load() != 1)
-        die(what + ": item " + std::to_string(i) + " accounted for " + std::to_string(seen_[i].load()) + " times");
+  /// explain(item) describes the sub-workload's view of an item that was not accounted for once.
+  template <class Explain>
+  void verify(const std::string& what, Explain&& explain) const {
+    for (std::size_t i = 0; i < n_; ++i) {
+      if (seen_[i].load() == 1) continue;
+      std::string detail;
+      for (std::size_t j = i >= 3 ? i - 3 : 0; j < n_ && j <= i + 3; ++j)
+        detail += "\n    item " + std::to_string(j) + ": " + std::to_string(seen_[j].load()) + " time(s)" +
+                  (how_[j].load() ? std::string(", ") + how_[j].load() : std::string());
+      die(what + ": item " + std::to_string(i) + " accounted for " + std::to_string(seen_[i].load()) + " times" +
+          explain(i) + "\n  neighbours:" + detail);
+    }
     g_items.fetch_add(n_, std::memory_order_relaxed);
+  }
+  void verify(const std::string& what) const {
+    verify(what, [](std::size_t) { return std::string(); });
   }
 
  private:
   std::unique_ptr<std::atomic<std::uint8_t>[]> seen_;
+  std::unique_ptr<std::atomic<const char*>[]> how_;  // the first way each item was accounted for
   std::size_t n_;
 };
 
@@ -209,9 +233,26 @@ struct pipeline_config {
   int cancel_after_ms = 1;  // the canceled producer's token
 };
 
+/// What each producer and consumer of a pipeline did, for the failure report (at most 4 of each).
+struct pipeline_trace {
+  struct side {
+    std::atomic<int> last{-1};         // producer: last item written; consumer: last item read
+    std::atomic<long long> count{0};   // items written / read
+    std::atomic<int> canceled_at{-1};  // producer: the item whose write was canceled
+    std::atomic<bool> ended{false};
+  };
+  side producers[4];
+  side consumers[4];
+};
+
 tpl::task<> produce(tpl::channel_writer<int> w, int first, int count, tpl::cancellation_token token,
-                    ledger* book, std::atomic<long long>* canceled, std::string name) {
+                    ledger* book, std::atomic<long long>* canceled, std::string name,
+                    pipeline_trace::side* trace) {
   in_flight f(std::move(name));
+  struct ender {
+    pipeline_trace::side* t;
+    ~ender() { t->ended.store(true); }
+  } end{trace};
   for (int i = 0; i < count; ++i) {
     const int v = first + i;
     bool was_canceled = false;
@@ -221,6 +262,7 @@ tpl::task<> produce(tpl::channel_writer<int> w, int first, int count, tpl::cance
       was_canceled = true;
     }
     if (was_canceled) {
+      trace->canceled_at.store(v);
       book->account(static_cast<std::size_t>(v), "write canceled, item returned");
       canceled->fetch_add(1, std::memory_order_relaxed);
       g_canceled_writes.fetch_add(1, std::memory_order_relaxed);
@@ -231,15 +273,29 @@ tpl::task<> produce(tpl::channel_writer<int> w, int first, int count, tpl::cance
       }
       co_return;
     } else {
+      trace->last.store(v);
+      trace->count.fetch_add(1);
       progress();
     }
     if ((i & 15) == 0) co_await tpl::yield();
   }
 }
 
+bool simulate_lost_item = false;
+
 tpl::task<> consume(tpl::channel_reader<int> r, int style, ledger* book, std::atomic<long long>* consumed,
-                    std::string name) {
+                    std::string name, pipeline_trace::side* trace = nullptr) {
   in_flight f(std::move(name));
+  pipeline_trace::side unused;
+  if (trace == nullptr) trace = &unused;
+  struct ender {
+    pipeline_trace::side* t;
+    ~ender() { t->ended.store(true); }
+  } end{trace};
+  const auto took = [trace](int v) {
+    trace->last.store(v);
+    trace->count.fetch_add(1);
+  };
   switch (style % 3) {
     case 0:  // read_async until channel_closed
       for (;;) {
@@ -249,12 +305,15 @@ tpl::task<> consume(tpl::channel_reader<int> r, int style, ledger* book, std::at
         } catch (const tpl::channel_closed&) {
         }
         if (!v) break;
+        if (simulate_lost_item && *v == 7) continue;
+        took(*v);
         book->account(static_cast<std::size_t>(*v), "read_async");
         consumed->fetch_add(1, std::memory_order_relaxed);
       }
       break;
     case 1:  // read_all
       co_await r.read_all([&](int v) {
+        took(v);
         book->account(static_cast<std::size_t>(v), "read_all");
         consumed->fetch_add(1, std::memory_order_relaxed);
       });
@@ -265,6 +324,7 @@ tpl::task<> consume(tpl::channel_reader<int> r, int style, ledger* book, std::at
         if (!more) break;
         int v = 0;
         while (r.try_read(v)) {
+          took(v);
           book->account(static_cast<std::size_t>(v), "try_read");
           consumed->fetch_add(1, std::memory_order_relaxed);
         }
@@ -280,28 +340,47 @@ tpl::task<> channel_pipeline(pipeline_config c) {
   const int total = c.producers * c.items_per_producer;
   ledger book(static_cast<std::size_t>(total));
   std::atomic<long long> canceled{0}, consumed{0};
+  pipeline_trace trace;
   // The last producer writes with a token that a real timer cancels mid-flight.
   tpl::cancellation_token_source cts;
   cts.cancel_after(std::chrono::milliseconds(c.cancel_after_ms));
   std::vector<tpl::task<>> consumers;
   for (int i = 0; i < c.consumers; ++i)
-    consumers.push_back(tpl::run([=, &book, &consumed]() {
+    consumers.push_back(tpl::run([=, &book, &consumed, &trace]() {
       return consume(ch.reader(), i, &book, &consumed,
-                     "pipeline#" + std::to_string(c.id) + " consumer " + std::to_string(i));
+                     "pipeline#" + std::to_string(c.id) + " consumer " + std::to_string(i), &trace.consumers[i]);
     }));
   std::vector<tpl::task<>> producers;
   for (int p = 0; p < c.producers; ++p) {
     tpl::cancellation_token token = p == c.producers - 1 ? cts.token() : tpl::cancellation_token{};
-    producers.push_back(tpl::run([=, &book, &canceled]() {
+    producers.push_back(tpl::run([=, &book, &canceled, &trace]() {
       return produce(ch.writer(), p * c.items_per_producer, c.items_per_producer, token, &book, &canceled,
-                     "pipeline#" + std::to_string(c.id) + " producer " + std::to_string(p));
+                     "pipeline#" + std::to_string(c.id) + " producer " + std::to_string(p), &trace.producers[p]);
     }));
   }
   co_await tpl::when_all(std::move(producers));
   ch.writer().complete();
   co_await tpl::when_all(std::move(consumers));
   co_await ch.reader().completion();
-  book.verify("pipeline#" + std::to_string(c.id));
+  book.verify("pipeline#" + std::to_string(c.id), [&](std::size_t item) {
+    // The configuration, each side's last item, and what the channel still holds.
+    const int p = static_cast<int>(item) / c.items_per_producer;
+    std::string e = "\n  " + std::string(c.unbounded ? "unbounded" : "bounded(" + std::to_string(c.capacity) + ")") +
+                    ", " + std::to_string(c.producers) + " producer(s) x " + std::to_string(c.items_per_producer) +
+                    " items, " + std::to_string(c.consumers) + " consumer(s) (styles 0..n-1: read_async, read_all, " +
+                    "wait_to_read + try_read), producer " + std::to_string(c.producers - 1) + " canceled after " +
+                    std::to_string(c.cancel_after_ms) + " ms; the item is producer " + std::to_string(p) +
+                    "'s index " + std::to_string(static_cast<int>(item) - p * c.items_per_producer) +
+                    "\n  channel count now " + std::to_string(ch.reader().count());
+    for (int k = 0; k < c.producers; ++k)
+      e += "\n  producer " + std::to_string(k) + ": wrote " + std::to_string(trace.producers[k].count.load()) +
+           ", last written " + std::to_string(trace.producers[k].last.load()) + ", canceled at " +
+           std::to_string(trace.producers[k].canceled_at.load()) + (trace.producers[k].ended ? ", ended" : "");
+    for (int k = 0; k < c.consumers; ++k)
+      e += "\n  consumer " + std::to_string(k) + ": read " + std::to_string(trace.consumers[k].count.load()) +
+           ", last read " + std::to_string(trace.consumers[k].last.load()) + (trace.consumers[k].ended ? ", ended" : "");
+    return e;
+  });
   expect_eq(consumed.load() + canceled.load(), total, "pipeline: consumed + canceled or not written");
 }
 
@@ -508,10 +587,13 @@ int main(int argc, char** argv) {
       only = value();
     } else if (a == "--simulate-hang") {
       simulate_hang = true;
+    } else if (a == "--simulate-lost-item") {
+      simulate_lost_item = true;
     } else if (a == "--verbose") {
       verbose = true;
     } else {
       std::fprintf(stderr, "usage: tpl_soak [--iterations N] [--seed S] [--watchdog SECONDS] [--verbose] [--simulate-hang]\n"
+                           "                [--simulate-lost-item]\n"
                            "                [--only pipeline|drop|cancellation|blocking|exceptions]\n");
       return 2;
     }
