@@ -48,9 +48,6 @@ namespace tpl::net::detail {
 
 class poll_duty {
  public:
-  /// How long a batch item holding the duty polls without blocking before it gives the duty back
-  /// (the same bound as a pool worker's spin).
-  static constexpr auto kPollWindow = std::chrono::microseconds(50);
   /// How long the engine leaves its duty lent with nobody taking it before it takes it back.
   static constexpr auto kWatchdog = std::chrono::milliseconds(1);
 

@@ -40,7 +40,8 @@
 // Lent poll duty (default mode, epoll): after queuing a batch and before requesting processing, the
 // engine thread lends its polling to the batch items and sleeps (poll_duty.hpp states the protocol
 // and its invariants). A batch item whose queue runs dry takes the duty and polls the source
-// without blocking for up to 50 us; events it finds it queues exactly as the engine does (push,
+// without blocking for up to its poll window (TPL_SOCKETS_POLL_WINDOW_US, default 50 us; 0 turns
+// the lending off); events it finds it queues exactly as the engine does (push,
 // then a helper if more than one), lends the duty again and handles them; with nothing in its
 // window, or work queued for its worker, it leaves the duty lent to a batch item already queued,
 // or, with none queued, gives it back and wakes the engine. So a
@@ -124,6 +125,7 @@ struct counters_t {
   std::atomic<unsigned> engine_count{0};
   std::atomic<bool> inline_completions{false};
   std::atomic<bool> io_uring{false};
+  std::atomic<unsigned> poll_window_us{0};
 };
 counters_t g_counters;
 
@@ -160,8 +162,11 @@ class ready_ring {
 
 class socket_engine {
  public:
-  socket_engine(bool inline_completions, std::unique_ptr<readiness_source> source)
-      : inline_(inline_completions), lendable_(!inline_completions && source->lendable()), source_(std::move(source)) {
+  socket_engine(bool inline_completions, std::chrono::microseconds poll_window, std::unique_ptr<readiness_source> source)
+      : inline_(inline_completions),
+        lendable_(!inline_completions && poll_window.count() > 0 && source->lendable()),
+        poll_window_(poll_window),
+        source_(std::move(source)) {
     batch_.reserve(readiness_source::kMaxBatch);
     idle_runners_.reserve(kRunnersReserved);
     thread_ = std::thread([this] { run(); });
@@ -275,12 +280,12 @@ class socket_engine {
   }
 
   // A batch item whose queue ran dry: if the engine has lent its poll duty, takes it and polls
-  // the source without blocking for up to poll_duty::kPollWindow. True with ev (and `more`) popped from
+  // the source without blocking for up to poll_window_. True with ev (and `more`) popped from
   // what it found and the duty lent again, for the caller to handle; false with the duty given
   // back to the engine thread (nothing came) or never taken.
   bool poll_lent(ready_event& ev, bool& more) noexcept {
     if (!lendable_) return false;
-    const auto until = std::chrono::steady_clock::now() + poll_duty::kPollWindow;
+    const auto until = std::chrono::steady_clock::now() + poll_window_;
     for (;;) {
       if (!duty_.try_take()) return false;  // the engine polls, or another item (which answers for what comes)
       for (;;) {
@@ -360,7 +365,8 @@ class socket_engine {
   }
 
   const bool inline_;
-  const bool lendable_;  // hands its poll duty to the batch items (pool mode, a lendable source)
+  const bool lendable_;  // hands its poll duty to the batch items (pool mode, a lendable source, a window)
+  const std::chrono::microseconds poll_window_;  // how long a batch item holding the duty polls
   // This engine thread's wake-ups, batch sizes and inline completions (the thread is the only
   // writer); registered for thread_pool_stats::io and socket_stats() while the engine lives.
   tpl::detail::io_engine_counters io_{tpl::detail::io_kind::socket};
@@ -407,11 +413,13 @@ engine_set& engines() {
         use_uring = source != nullptr;
       }
       if (!source) source = make_epoll_source();
-      s->engines.push_back(new socket_engine(s->config.inline_completions, std::move(source)));
+      s->engines.push_back(new socket_engine(s->config.inline_completions,
+                                             std::chrono::microseconds(s->config.poll_window_us), std::move(source)));
     }
     // relaxed: display only.
     g_counters.inline_completions.store(s->config.inline_completions, std::memory_order_relaxed);
     g_counters.engine_count.store(s->config.engine_count, std::memory_order_relaxed);
+    g_counters.poll_window_us.store(s->config.poll_window_us, std::memory_order_relaxed);
     g_counters.io_uring.store(use_uring, std::memory_order_relaxed);
     // release: publishes the complete set to reclaim_lent_duties (its acquire load).
     g_engine_set.store(s, std::memory_order_release);
@@ -450,6 +458,7 @@ socket_engine_stats socket_stats() noexcept {
   s.engine_count = g_counters.engine_count.load(std::memory_order_relaxed);
   s.inline_completions = g_counters.inline_completions.load(std::memory_order_relaxed);
   s.io_uring = g_counters.io_uring.load(std::memory_order_relaxed);
+  s.poll_window_us = g_counters.poll_window_us.load(std::memory_order_relaxed);
   s.batch_items = g_counters.batch_items.load(std::memory_order_relaxed);
   s.busy_poll_batches = g_counters.busy_poll_batches.load(std::memory_order_relaxed);
   s.lent_poll_batches = g_counters.lent_poll_batches.load(std::memory_order_relaxed);
@@ -461,11 +470,12 @@ socket_engine_stats socket_stats() noexcept {
 std::string socket_engine_fallback_reason() { return detail::engines().fallback_reason; }
 
 std::string to_string(const socket_engine_stats& s) {
-  char buf[320];
+  char buf[352];
   std::snprintf(buf, sizeof buf,
-                "tpl-sockets engines=%u source=%s inline=%d wakeups=%llu events=%llu batch_items=%llu largest_batch=%llu "
+                "tpl-sockets engines=%u source=%s inline=%d poll_window_us=%u wakeups=%llu events=%llu batch_items=%llu largest_batch=%llu "
                 "accept_backoffs=%llu busy_poll_batches=%llu lent_poll_batches=%llu duty_reclaims=%llu",
-                s.engine_count, s.io_uring ? "io_uring" : "epoll", s.inline_completions ? 1 : 0, static_cast<unsigned long long>(s.engine_wakeups),
+                s.engine_count, s.io_uring ? "io_uring" : "epoll", s.inline_completions ? 1 : 0, s.poll_window_us,
+                static_cast<unsigned long long>(s.engine_wakeups),
                 static_cast<unsigned long long>(s.events), static_cast<unsigned long long>(s.batch_items),
                 static_cast<unsigned long long>(s.largest_batch), static_cast<unsigned long long>(s.accept_backoffs),
                 static_cast<unsigned long long>(s.busy_poll_batches), static_cast<unsigned long long>(s.lent_poll_batches),

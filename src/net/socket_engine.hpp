@@ -70,12 +70,15 @@ class readiness_target {
 };
 
 /// Process-wide engine configuration, read once from the environment (TPL_SOCKETS_ENGINE_COUNT,
-/// TPL_SOCKETS_INLINE_COMPLETIONS, TPL_IO_ENGINE; a malformed value throws std::invalid_argument
-/// naming it).
+/// TPL_SOCKETS_INLINE_COMPLETIONS, TPL_SOCKETS_POLL_WINDOW_US, TPL_IO_ENGINE; a malformed value
+/// throws std::invalid_argument naming it).
 struct engine_config {
   unsigned engine_count = 1;
   bool inline_completions = false;
   bool io_uring = false;  ///< TPL_IO_ENGINE=io_uring: readiness from io_uring (epoll if refused)
+  /// How long a batch item holding the lent poll duty polls without blocking before it gives the
+  /// duty back; 0: the engine never lends its duty (every batch is a hand-off from its thread).
+  unsigned poll_window_us = 50;
 };
 engine_config engine_config_from_environment();
 

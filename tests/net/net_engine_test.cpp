@@ -48,11 +48,15 @@ TEST(net_engine, a_continuation_blocked_on_another_sockets_event_does_not_stall_
   tpl::sync_wait(waits_for_b);
 }
 
+/// Sets (value null: unsets) an environment variable for its scope.
 class scoped_env {
  public:
   scoped_env(const char* name, const char* value) : name_(name) {
     if (const char* old = std::getenv(name)) old_ = old;
-    ::setenv(name, value, 1);
+    if (value != nullptr)
+      ::setenv(name, value, 1);
+    else
+      ::unsetenv(name);
   }
   ~scoped_env() {
     if (old_)
@@ -101,6 +105,16 @@ TEST(net_engine, configuration_is_parsed_strictly) {
     EXPECT_FALSE(engine_config_from_environment().io_uring);
   }
   for (const char* bad : {"", "uring", "IO_URING", "epoll ", "pool"}) expect_rejected_by_name("TPL_IO_ENGINE", bad);
+  {
+    scoped_env unset("TPL_SOCKETS_POLL_WINDOW_US", nullptr);
+    EXPECT_EQ(engine_config_from_environment().poll_window_us, 50u);  // the default
+  }
+  for (const char* good : {"0", "150", "1000"}) {
+    scoped_env window("TPL_SOCKETS_POLL_WINDOW_US", good);
+    EXPECT_EQ(engine_config_from_environment().poll_window_us, static_cast<unsigned>(std::stoul(good)));
+  }
+  for (const char* bad : {"", "-1", "1001", "50us", " 50", "99999999999999999999"})
+    expect_rejected_by_name("TPL_SOCKETS_POLL_WINDOW_US", bad);
 }
 
 // Run under ctest both with and without TPL_IO_ENGINE=io_uring (tpl_net_tests_io_uring).

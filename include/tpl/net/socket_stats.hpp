@@ -20,6 +20,7 @@ struct socket_engine_stats {
   unsigned engine_count = 0;        ///< engines started (0 before the first socket)
   bool inline_completions = false;  ///< TPL_SOCKETS_INLINE_COMPLETIONS
   bool io_uring = false;            ///< the engines learn readiness from io_uring (TPL_IO_ENGINE=io_uring), not epoll
+  unsigned poll_window_us = 0;      ///< TPL_SOCKETS_POLL_WINDOW_US: how long a batch item polls with the lent duty (0: never lent)
   std::uint64_t engine_wakeups = 0; ///< waits (epoll_wait, io_uring) that returned at least one socket event
   std::uint64_t events = 0;         ///< socket readiness events those waits returned (each handled once)
   std::uint64_t batch_items = 0;    ///< pool work items that handled events (first and helpers)
