@@ -192,11 +192,15 @@ class ledger {
   }
   void account(std::size_t item, const char* how) {
     if (item >= n_) die(std::string("item out of range (") + how + ")");
-    const char* first = nullptr;
-    how_[item].compare_exchange_strong(first, how, std::memory_order_relaxed);
-    if (seen_[item].fetch_add(1, std::memory_order_relaxed) != 0)
+    // relaxed, and no more locked instructions than the count's: the record must not change the
+    // timing of the paths it watches (the failure report reads it after the tasks are joined).
+    if (seen_[item].fetch_add(1, std::memory_order_relaxed) == 0) {
+      how_[item].store(how, std::memory_order_relaxed);
+    } else {
+      const char* first = how_[item].load(std::memory_order_relaxed);
       die("item " + std::to_string(item) + " accounted for twice (first time: " + (first ? first : "?") +
           ", second time: " + how + ")");
+    }
     progress();
   }
   /// explain(item) describes the sub-workload's view of an item that was not accounted for once.
@@ -234,12 +238,19 @@ struct pipeline_config {
 };
 
 /// What each producer and consumer of a pipeline did, for the failure report (at most 4 of each).
+/// Each side is written by its own task only, with relaxed loads and stores (no locked
+/// instruction, no fence: the record must not change the timing of what it watches); the report
+/// reads it after the tasks are joined.
 struct pipeline_trace {
   struct side {
     std::atomic<int> last{-1};         // producer: last item written; consumer: last item read
     std::atomic<long long> count{0};   // items written / read
     std::atomic<int> canceled_at{-1};  // producer: the item whose write was canceled
     std::atomic<bool> ended{false};
+    void took(int v) noexcept {
+      last.store(v, std::memory_order_relaxed);
+      count.store(count.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    }
   };
   side producers[4];
   side consumers[4];
@@ -251,7 +262,7 @@ tpl::task<> produce(tpl::channel_writer<int> w, int first, int count, tpl::cance
   in_flight f(std::move(name));
   struct ender {
     pipeline_trace::side* t;
-    ~ender() { t->ended.store(true); }
+    ~ender() { t->ended.store(true, std::memory_order_relaxed); }
   } end{trace};
   for (int i = 0; i < count; ++i) {
     const int v = first + i;
@@ -262,7 +273,7 @@ tpl::task<> produce(tpl::channel_writer<int> w, int first, int count, tpl::cance
       was_canceled = true;
     }
     if (was_canceled) {
-      trace->canceled_at.store(v);
+      trace->canceled_at.store(v, std::memory_order_relaxed);
       book->account(static_cast<std::size_t>(v), "write canceled, item returned");
       canceled->fetch_add(1, std::memory_order_relaxed);
       g_canceled_writes.fetch_add(1, std::memory_order_relaxed);
@@ -273,8 +284,7 @@ tpl::task<> produce(tpl::channel_writer<int> w, int first, int count, tpl::cance
       }
       co_return;
     } else {
-      trace->last.store(v);
-      trace->count.fetch_add(1);
+      trace->took(v);
       progress();
     }
     if ((i & 15) == 0) co_await tpl::yield();
@@ -290,12 +300,9 @@ tpl::task<> consume(tpl::channel_reader<int> r, int style, ledger* book, std::at
   if (trace == nullptr) trace = &unused;
   struct ender {
     pipeline_trace::side* t;
-    ~ender() { t->ended.store(true); }
+    ~ender() { t->ended.store(true, std::memory_order_relaxed); }
   } end{trace};
-  const auto took = [trace](int v) {
-    trace->last.store(v);
-    trace->count.fetch_add(1);
-  };
+  const auto took = [trace](int v) { trace->took(v); };
   switch (style % 3) {
     case 0:  // read_async until channel_closed
       for (;;) {
