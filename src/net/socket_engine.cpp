@@ -301,7 +301,11 @@ class socket_engine {
           if (!processing_requested_.load(std::memory_order_seq_cst)) duty_.reclaim();
           return false;
         }
-        TPL_CPU_RELAX();
+        // Between polls, the CPU goes to whatever else is runnable on it (sched_yield): a client
+        // (or any thread) sharing this CPU runs and sends the next request instead of waiting
+        // for the window to end; with nothing else there the yield returns at once and this is
+        // a plain poll loop.
+        std::this_thread::yield();
       }
       g_counters.lent_poll_batches.fetch_add(1, std::memory_order_relaxed);  // relaxed: a statistic
       tpl::detail::io_summary_tick();
