@@ -252,6 +252,11 @@ struct pipeline_trace {
       count.store(count.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
     }
   };
+  /// Marks a side ended when its coroutine ends, however it ends (RAII).
+  struct end_mark {
+    side* s;
+    ~end_mark() { s->ended.store(true, std::memory_order_relaxed); }
+  };
   side producers[4];
   side consumers[4];
 };
@@ -260,10 +265,7 @@ tpl::task<> produce(tpl::channel_writer<int> w, int first, int count, tpl::cance
                     ledger* book, std::atomic<long long>* canceled, std::string name,
                     pipeline_trace::side* trace) {
   in_flight f(std::move(name));
-  struct ender {
-    pipeline_trace::side* t;
-    ~ender() { t->ended.store(true, std::memory_order_relaxed); }
-  } end{trace};
+  pipeline_trace::end_mark end{trace};
   for (int i = 0; i < count; ++i) {
     const int v = first + i;
     bool was_canceled = false;
@@ -298,11 +300,7 @@ tpl::task<> consume(tpl::channel_reader<int> r, int style, ledger* book, std::at
   in_flight f(std::move(name));
   pipeline_trace::side unused;
   if (trace == nullptr) trace = &unused;
-  struct ender {
-    pipeline_trace::side* t;
-    ~ender() { t->ended.store(true, std::memory_order_relaxed); }
-  } end{trace};
-  const auto took = [trace](int v) { trace->took(v); };
+  pipeline_trace::end_mark end{trace};
   switch (style % 3) {
     case 0:  // read_async until channel_closed
       for (;;) {
@@ -313,14 +311,14 @@ tpl::task<> consume(tpl::channel_reader<int> r, int style, ledger* book, std::at
         }
         if (!v) break;
         if (simulate_lost_item && *v == 7) continue;
-        took(*v);
+        trace->took(*v);
         book->account(static_cast<std::size_t>(*v), "read_async");
         consumed->fetch_add(1, std::memory_order_relaxed);
       }
       break;
     case 1:  // read_all
       co_await r.read_all([&](int v) {
-        took(v);
+        trace->took(v);
         book->account(static_cast<std::size_t>(v), "read_all");
         consumed->fetch_add(1, std::memory_order_relaxed);
       });
@@ -331,7 +329,7 @@ tpl::task<> consume(tpl::channel_reader<int> r, int style, ledger* book, std::at
         if (!more) break;
         int v = 0;
         while (r.try_read(v)) {
-          took(v);
+          trace->took(v);
           book->account(static_cast<std::size_t>(v), "try_read");
           consumed->fetch_add(1, std::memory_order_relaxed);
         }
