@@ -54,7 +54,7 @@ T sync_wait(task<T>&& t) {
   if constexpr (std::is_void_v<T>) {
     s->value_ref();
   } else {
-    return detail::take_or_copy<T>(s->value_ref(), s->sole_owner());
+    return detail::take_or_copy<T>(s->value_ref(), *s);
   }
 }
 

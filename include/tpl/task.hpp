@@ -215,7 +215,7 @@ class [[nodiscard]] task {
   /// On an rvalue: moves the result out when this is the only handle, else copies it.
   decltype(auto) get() && {
     wait();
-    if constexpr (!std::is_void_v<T>) return detail::take_or_copy<T>(s_->value_ref_for_wait(), s_->sole_owner());
+    if constexpr (!std::is_void_v<T>) return detail::take_or_copy<T>(s_->value_ref_for_wait(), *s_);
   }
 
   /// .NET Task.Exception: null unless faulted; else an aggregate_exception with every fault.

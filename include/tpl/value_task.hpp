@@ -147,8 +147,9 @@ class [[nodiscard]] value_task {
 
   struct awaiter : detail::waiter {
     value_task* vt;
-    std::coroutine_handle<> continuation;
-    explicit awaiter(value_task* v) noexcept : vt(v) {}
+    std::coroutine_handle<> continuation;  // set, with the waiter's fields, only to register
+    explicit awaiter(value_task* v) noexcept
+        : detail::waiter(uninitialized_t{}), vt(v), continuation(std::coroutine_handle<>::from_address(nullptr)) {}
     bool await_ready() {
       vt->check("co_await");
       if (vt->kind_ == kind::value) return true;
@@ -209,7 +210,7 @@ class [[nodiscard]] value_task {
     if constexpr (std::is_void_v<T>) {
       s->value_ref();
     } else {
-      return detail::take_or_copy<T>(s->value_ref(), s->sole_owner());
+      return detail::take_or_copy<T>(s->value_ref(), *s);
     }
   }
 

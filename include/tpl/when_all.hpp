@@ -141,7 +141,7 @@ struct when_all_tuple_state final
       return {};
     } else {
       auto* s = task_access::state(t);
-      return take_or_copy<U>(s->value_ref(), s->sole_owner());
+      return take_or_copy<U>(s->value_ref(), *s);
     }
   }
 };
@@ -172,7 +172,7 @@ struct when_all_range_state final
       out.reserve(tasks.size());
       for (auto& t : tasks) {
         auto* s = task_access::state(t);
-        out.push_back(take_or_copy<T>(s->value_ref(), s->sole_owner()));
+        out.push_back(take_or_copy<T>(s->value_ref(), *s));
       }
       this->set_value(std::move(out));
     }

@@ -154,6 +154,8 @@ struct coroutine_flow {
   /// At the end (final suspension), before completion is published.
   void finish() noexcept {
     flow_state& f = flow_tls();
+    // Both in the default context (no async_local set anywhere on this path): nothing to move.
+    if (TPL_LIKELY((reinterpret_cast<std::uintptr_t>(f.current) | reinterpret_cast<std::uintptr_t>(slot)) == 0)) return;
     context_data* mine = f.current;
     f.current = slot;
     slot = nullptr;

@@ -73,10 +73,9 @@ template <class Promise>
 void finish_coroutine(Promise& p) noexcept {
   task_state_base& s = p;
   if (!p.suspended_once()) {
-    // Never suspended: the handle is still inside the ramp, so nobody waits and the caller's
-    // handle keeps the frame alive.
+    // Never suspended: the handle is still inside the ramp, so nobody waits, the caller's
+    // handle keeps the frame alive, and no running unit was ever counted.
     s.publish_completion_unshared();
-    s.release_running_unshared();
     return;
   }
   const bool force_async = p.continuations_forced_async();
@@ -144,7 +143,8 @@ struct initial_awaiter {
 template <class T, class Derived>
 class promise_base : public task_state<T> {
  public:
-  // The returned handle's reference, and the running coroutine's unit (dropped at final suspend).
+  // The returned handle's reference. The running coroutine's unit comes at its first suspension
+  // (mark_suspended) and goes at final suspend.
   promise_base() noexcept : task_state<T>(1) { this->flow().start(); }
   ~promise_base() { this->flow().~coroutine_flow(); }
 
@@ -166,7 +166,14 @@ class promise_base : public task_state<T> {
       return marking_awaiter<awaiter_t>{get_awaiter(static_cast<A&&>(a))};
   }
 
-  void mark_suspended() noexcept { this->suspended_once_ = true; }
+  /// Called at every suspension, before the awaiter can hand the coroutine to another thread.
+  /// The first one counts the running coroutine's reference unit (see task_state_base).
+  void mark_suspended() noexcept {
+    if (!this->suspended_once_) {
+      this->suspended_once_ = true;
+      this->add_running_unshared();
+    }
+  }
   bool suspended_once() const noexcept { return this->suspended_once_; }
   bool continuations_forced_async() const noexcept { return this->run_continuations_asynchronously_; }
 

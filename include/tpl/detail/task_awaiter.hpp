@@ -50,8 +50,10 @@ inline bool took_back_to_completion(task_state_base& s) noexcept {
 template <class T, bool Owning, bool Suppress, bool ForceYield = false, bool AlwaysInline = false>
 class task_awaiter : private waiter {
  public:
-  explicit task_awaiter(task_state<T>* s) noexcept : state_(s) {}
-  task_awaiter(task_awaiter&& o) noexcept : waiter(), state_(std::exchange(o.state_, nullptr)) {}
+  // The waiter's fields are written by register_waiter(), the only path that registers.
+  explicit task_awaiter(task_state<T>* s) noexcept : waiter(uninitialized_t{}), state_(s) {}
+  task_awaiter(task_awaiter&& o) noexcept
+      : waiter(uninitialized_t{}), state_(std::exchange(o.state_, nullptr)) {}
   task_awaiter(const task_awaiter&) = delete;
   task_awaiter& operator=(const task_awaiter&) = delete;
   task_awaiter& operator=(task_awaiter&&) = delete;
@@ -81,7 +83,7 @@ class task_awaiter : private waiter {
     } else if constexpr (std::is_void_v<T>) {
       state_->value_ref();
     } else if constexpr (Owning) {
-      return take_or_copy<T>(state_->value_ref(), state_->sole_owner());
+      return take_or_copy<T>(state_->value_ref(), *state_);
     } else {
       return static_cast<const T&>(state_->value_ref());
     }

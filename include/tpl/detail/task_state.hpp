@@ -54,10 +54,18 @@ enum class fire_mode : std::uint8_t {
 /// A registration to be told when a task completes. Lives in the waiter's own memory (an awaiting
 /// coroutine's frame, a blocked thread's stack, a when_all state).
 struct waiter {
-  waiter* next = nullptr;
+  struct uninitialized_t {};
+
+  waiter() noexcept : next(nullptr), on_complete(nullptr) {}
+  /// Leaves both fields unset, for a waiter that sets them before it registers (add_waiter()
+  /// writes `next`): an awaiter of a task that turns out completed never registers, and its
+  /// fast path then writes neither.
+  explicit waiter(uninitialized_t) noexcept {}
+
+  waiter* next;
   /// Called exactly once after completion, unless remove_waiter() took the waiter out first.
   /// At most one waiter per completion gets fire_mode::first_inline.
-  void (*on_complete)(waiter* self, fire_mode mode) noexcept = nullptr;
+  void (*on_complete)(waiter* self, fire_mode mode) noexcept;
 };
 
 class task_state_base;
@@ -82,19 +90,24 @@ class task_state_base {
   static constexpr std::uintptr_t kLocked = 2;
 
   /// Reference units: every handle (task, task_completion_source, an internal holder) counts
-  /// kHandleRef; a coroutine that is still running counts kRunningRef. Ownership questions
+  /// kHandleRef; a coroutine that has suspended and not yet finished counts kRunningRef (one that
+  /// runs to completion inside its call never needs it: nobody else can see it). Ownership questions
   /// ("is this the only handle?") ignore the running unit, so a handle that sees completion while
   /// the coroutine is still leaving final_suspend already counts as the sole owner.
   static constexpr std::uint32_t kHandleRef = 2;
   static constexpr std::uint32_t kRunningRef = 1;
+  /// The count of an immortal state: far from any real count, so ownership tests fail on it.
+  static constexpr std::uint32_t kImmortalRefs = 1u << 30;
 
   /// A state that is not a coroutine frame: `destroy` deletes it on the last release.
   task_state_base(std::uint32_t handle_refs, bool running, destroy_fn destroy) noexcept
       : refs_(handle_refs * kHandleRef + (running ? kRunningRef : 0)), destroy_(destroy) {}
   /// The promise of a coroutine: destroyed through its frame (set_frame_address() must run before
   /// the last release), and the word that would hold a destroy function holds the flow instead.
+  /// Its running unit is added at the coroutine's first suspension (add_running_unshared()): one
+  /// that completes without suspending never counts it.
   explicit task_state_base(std::uint32_t handle_refs) noexcept
-      : refs_(handle_refs * kHandleRef + kRunningRef), flow_() {}
+      : refs_(handle_refs * kHandleRef), flow_() {}
   task_state_base(const task_state_base&) = delete;
   task_state_base& operator=(const task_state_base&) = delete;
 
@@ -244,14 +257,22 @@ class task_state_base {
 
   /// Drops a handle reference.
   void release() noexcept {
-    if (immortal_) return;
     // A holder of the only reference cannot race with anyone (references are only copied from
     // held ones, and the running coroutine is gone when its unit is), so the load saves the
     // read-modify-write in the common single-owner case. acquire pairs with the release half of
-    // other holders' decrements, so their writes happen before destruction.
-    if (refs_.load(std::memory_order_acquire) == kHandleRef ||
-        refs_.fetch_sub(kHandleRef, std::memory_order_acq_rel) == kHandleRef)
+    // other holders' decrements, so their writes happen before destruction. An immortal state's
+    // count never reads kHandleRef (make_immortal), so it is checked only after the load.
+    if (refs_.load(std::memory_order_acquire) == kHandleRef)
       destroy_without_recursion();
+    else
+      release_shared();
+  }
+
+  /// release() when other references may exist (or the state is immortal).
+  TPL_NOINLINE void release_shared() noexcept {
+    if (immortal_) return;
+    // acq_rel: as release().
+    if (refs_.fetch_sub(kHandleRef, std::memory_order_acq_rel) == kHandleRef) destroy_without_recursion();
   }
 
   /// Drops a handle reference known not to be the last one.
@@ -288,11 +309,13 @@ class task_state_base {
     d.active = false;
   }
 
-  /// Drops the running unit of a coroutine that never suspended: nobody else can hold a
-  /// reference yet, so no read-modify-write is needed.
-  void release_running_unshared() noexcept {
-    // relaxed: the handle has not left this thread yet.
-    refs_.store(refs_.load(std::memory_order_relaxed) - kRunningRef, std::memory_order_relaxed);
+  /// Adds the running unit of a coroutine at its first suspension. Until then the handle has not
+  /// left the calling thread (the ramp returns it only after this suspension), so no
+  /// read-modify-write is needed.
+  void add_running_unshared() noexcept {
+    // relaxed: the handle has not left this thread yet; whoever receives it later is ordered
+    // after this store by the hand-off that gives it to them.
+    refs_.store(refs_.load(std::memory_order_relaxed) + kRunningRef, std::memory_order_relaxed);
   }
 
   /// Handle references (plus the running unit, for tests that compare counts).
@@ -300,7 +323,8 @@ class task_state_base {
   /// True when the caller's handle is the only one (a still-running coroutine does not count).
   bool sole_owner() const noexcept {
     // acquire: if we are the sole owner, the other holders' writes (and releases) are visible.
-    return !immortal_ && refs_.load(std::memory_order_acquire) / kHandleRef == 1;
+    // An immortal state's count (kImmortalRefs) never passes this test.
+    return refs_.load(std::memory_order_acquire) / kHandleRef == 1;
   }
 
   // ---- faults ------------------------------------------------------------------------------
@@ -346,7 +370,14 @@ class task_state_base {
   }
   /// A coroutine's execution-context slot (flow.hpp); only for promises.
   coroutine_flow& flow() noexcept { return flow_; }
-  void make_immortal() noexcept { immortal_ = true; }
+  /// A state that is never destroyed (the cached completed tasks): add_ref() and release() leave
+  /// its count alone, so handles on many threads never share a written cache line. Called before
+  /// the state is published to other threads.
+  void make_immortal() noexcept {
+    immortal_ = true;
+    // relaxed: before publication (above); the count only has to read as no handle's.
+    refs_.store(kImmortalRefs, std::memory_order_relaxed);
+  }
   void mark_started_deferred() noexcept { started_deferred_ = true; }
   bool started_deferred() const noexcept { return started_deferred_; }
 
@@ -455,18 +486,24 @@ struct is_really_copyable<T>
                          is_really_copyable<std::remove_cv_t<typename T::value_type>>::value> {};
 
 /// Moves or copies a result out of a shared state: moving is only allowed when the caller holds
-/// the only reference.
+/// the only reference (asked of `owner` only when it matters: a trivially copyable result is
+/// copied either way).
 template <class T>
-T take_or_copy(T& value, bool sole_owner) {
-  if constexpr (std::is_move_constructible_v<T>) {
-    if (sole_owner) return std::move(value);
-  }
-  if constexpr (is_really_copyable<T>::value) {
+T take_or_copy(T& value, const task_state_base& owner) {
+  if constexpr (std::is_trivially_copyable_v<T>) {
+    (void)owner;
     return value;
   } else {
-    throw invalid_operation(
-        "the result of a task<T> with a move-only T can only be taken by its sole owner: "
-        "co_await / get() an rvalue task that no other handle shares");
+    if constexpr (std::is_move_constructible_v<T>) {
+      if (owner.sole_owner()) return std::move(value);
+    }
+    if constexpr (is_really_copyable<T>::value) {
+      return value;
+    } else {
+      throw invalid_operation(
+          "the result of a task<T> with a move-only T can only be taken by its sole owner: "
+          "co_await / get() an rvalue task that no other handle shares");
+    }
   }
 }
 
