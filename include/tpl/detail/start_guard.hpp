@@ -47,9 +47,23 @@ TPL_TLS_ACCESSOR(start_guard_state, start_guard_tls, t_start_guard)
 /// spawn request. True when the coroutine must be queued.
 bool should_defer_start_slow(std::uintptr_t stack_pointer) noexcept;
 
+/// The current stack pointer. Read directly where the architecture allows it:
+/// __builtin_frame_address would make every coroutine body set up a frame pointer.
+[[gnu::always_inline]] inline std::uintptr_t current_stack_pointer() noexcept {
+  std::uintptr_t sp;
+#if defined(__x86_64__)
+  asm volatile("movq %%rsp, %0" : "=r"(sp));
+#elif defined(__aarch64__)
+  asm volatile("mov %0, sp" : "=r"(sp));
+#else
+  sp = reinterpret_cast<std::uintptr_t>(__builtin_frame_address(0));
+#endif
+  return sp;
+}
+
 /// True when the coroutine starting now must be queued instead of running inline.
 [[gnu::always_inline]] inline bool should_defer_start() noexcept {
-  const auto sp = reinterpret_cast<std::uintptr_t>(__builtin_frame_address(0));
+  const std::uintptr_t sp = current_stack_pointer();
   if (TPL_LIKELY(sp >= start_guard_tls().defer_below)) return false;
   return should_defer_start_slow(sp);
 }
