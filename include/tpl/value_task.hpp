@@ -151,14 +151,15 @@ class [[nodiscard]] value_task {
     explicit awaiter(value_task* v) noexcept
         : detail::waiter(uninitialized_t{}), vt(v), continuation(std::coroutine_handle<>::from_address(nullptr)) {}
     bool await_ready() {
-      vt->check("co_await");
-      if (vt->kind_ == kind::value) return true;
-      if (TPL_UNLIKELY(vt->kind_ == kind::source)) {
-        vt->kind_ = kind::source_awaiting;
-        return vt->source_->get_status(vt->token_) != task_status::running;
+      // The two common kinds first, each one comparison; the rest (empty, consumed, source) after.
+      if (TPL_LIKELY(vt->kind_ == kind::value)) return true;
+      if (TPL_LIKELY(vt->kind_ == kind::state)) {
+        vt->kind_ = kind::awaiting;  // a second await before this one resumes is reported too
+        return vt->state_->is_completed();
       }
-      vt->kind_ = kind::awaiting;  // a second await before this one resumes is reported too
-      return vt->state_->is_completed();
+      vt->check("co_await");  // throws for every kind but source now
+      vt->kind_ = kind::source_awaiting;
+      return vt->source_->get_status(vt->token_) != task_status::running;
     }
     bool await_suspend(std::coroutine_handle<> h) {
       if (TPL_UNLIKELY(vt->kind_ == kind::source_awaiting)) return vt->source_->on_completed(h, vt->token_);
