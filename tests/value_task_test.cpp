@@ -253,3 +253,130 @@ TEST(value_task, sync_wait_on_an_lvalue_consumes_it) {
   EXPECT_EQ(tpl::sync_wait(v), 14);
   EXPECT_THROW((void)tpl::sync_wait(v), tpl::invalid_operation);
 }
+
+// ---- a coroutine that completes inside its call hands its result over and frees its frame -----
+
+namespace {
+
+// Sets its flag when the object that was moved around last goes: a coroutine parameter's copy
+// lives in the frame, so the flag says when the frame was destroyed.
+struct frame_witness {
+  bool* destroyed;
+  explicit frame_witness(const std::shared_ptr<bool>& d) : destroyed(d.get()) {}
+  frame_witness(frame_witness&& o) noexcept : destroyed(std::exchange(o.destroyed, nullptr)) {}
+  frame_witness(const frame_witness&) = delete;
+  ~frame_witness() {
+    if (destroyed != nullptr) *destroyed = true;
+  }
+};
+
+tpl::value_task<int> sync_with_witness(frame_witness w, int x) {
+  (void)w;
+  co_return x + 1;
+}
+tpl::value_task<> sync_void_with_witness(frame_witness w) {
+  (void)w;
+  co_return;
+}
+tpl::value_task<int> sync_throw_with_witness(frame_witness w, int id) {
+  (void)w;
+  throw test_error(id);
+  co_return 0;
+}
+tpl::value_task<int> yield_with_witness(frame_witness w, int x) {
+  (void)w;
+  co_await tpl::yield();
+  co_return x + 1;
+}
+tpl::value_task<std::unique_ptr<int>> sync_move_only(frame_witness w, int x) {
+  (void)w;
+  co_return std::make_unique<int>(x);
+}
+
+// A result whose move may throw cannot be moved in final_suspend (noexcept): it stays in the frame.
+struct throwing_move {
+  int v;
+  explicit throwing_move(int x) : v(x) {}
+  throwing_move(throwing_move&& o) noexcept(false) : v(o.v) {}
+  throwing_move(const throwing_move&) = default;
+};
+tpl::value_task<throwing_move> sync_throwing_move(frame_witness w, int x) {
+  (void)w;
+  co_return throwing_move(x);
+}
+
+template <class F>
+auto call_with_witness(F f, std::shared_ptr<bool>& destroyed) {
+  destroyed = std::make_shared<bool>(false);
+  return f(frame_witness(destroyed));
+}
+
+}  // namespace
+
+TEST(value_task, coroutine_completing_inside_its_call_has_freed_its_frame_on_return) {
+  std::shared_ptr<bool> destroyed;
+  tpl::value_task<int> v = call_with_witness([](frame_witness w) { return sync_with_witness(std::move(w), 41); }, destroyed);
+  EXPECT_TRUE(*destroyed);  // before anyone awaits it
+  EXPECT_TRUE(v.is_completed());
+  EXPECT_EQ(v.get(), 42);
+}
+
+TEST(value_task, coroutine_completing_inside_its_call_can_be_moved_and_awaited) {
+  std::shared_ptr<bool> destroyed;
+  tpl::value_task<int> v = call_with_witness([](frame_witness w) { return sync_with_witness(std::move(w), 1); }, destroyed);
+  tpl::value_task<int> w = std::move(v);
+  EXPECT_EQ(await_value_task(std::move(w)).get(), 2);
+  EXPECT_EQ(tpl::sync_wait(sync_with_witness(frame_witness(std::make_shared<bool>(false)), 9)), 10);
+  EXPECT_EQ(sync_with_witness(frame_witness(std::make_shared<bool>(false)), 5).as_task().get(), 6);
+}
+
+TEST(value_task, void_coroutine_completing_inside_its_call_has_freed_its_frame_on_return) {
+  std::shared_ptr<bool> destroyed;
+  tpl::value_task<> v = call_with_witness([](frame_witness w) { return sync_void_with_witness(std::move(w)); }, destroyed);
+  EXPECT_TRUE(*destroyed);
+  EXPECT_TRUE(v.is_completed());
+  EXPECT_NO_THROW(tpl::sync_wait(std::move(v)));
+}
+
+TEST(value_task, move_only_result_of_a_coroutine_completing_inside_its_call) {
+  std::shared_ptr<bool> destroyed;
+  tpl::value_task<std::unique_ptr<int>> v = call_with_witness([](frame_witness w) { return sync_move_only(std::move(w), 3); }, destroyed);
+  EXPECT_TRUE(*destroyed);
+  std::unique_ptr<int> r = v.get();
+  ASSERT_NE(r, nullptr);
+  EXPECT_EQ(*r, 3);
+}
+
+// A fault keeps the frame (its state carries the exception) until the value_task goes.
+TEST(value_task, coroutine_faulting_inside_its_call_keeps_its_frame_for_the_exception) {
+  std::shared_ptr<bool> destroyed;
+  {
+    tpl::value_task<int> v = call_with_witness([](frame_witness w) { return sync_throw_with_witness(std::move(w), 77); }, destroyed);
+    EXPECT_FALSE(*destroyed);
+    EXPECT_TRUE(v.is_completed());
+    try {
+      (void)await_value_task(std::move(v)).get();
+      ADD_FAILURE() << "no exception";
+    } catch (const tpl::aggregate_exception& e) {
+      EXPECT_TRUE(holds<test_error>(e.inner_exceptions().at(0)));
+    }
+  }
+  EXPECT_TRUE(*destroyed);
+}
+
+TEST(value_task, coroutine_that_suspends_keeps_its_frame_until_consumed) {
+  std::shared_ptr<bool> destroyed;
+  tpl::value_task<int> v = call_with_witness([](frame_witness w) { return yield_with_witness(std::move(w), 1); }, destroyed);
+  EXPECT_EQ(tpl::sync_wait(v), 2);
+  EXPECT_TRUE(*destroyed);  // the wait consumed it and dropped the last reference
+}
+
+TEST(value_task, result_with_a_throwing_move_stays_in_the_frame) {
+  std::shared_ptr<bool> destroyed;
+  {
+    tpl::value_task<throwing_move> v = call_with_witness([](frame_witness w) { return sync_throwing_move(std::move(w), 8); }, destroyed);
+    EXPECT_FALSE(*destroyed);
+    EXPECT_EQ(v.get().v, 8);
+  }
+  EXPECT_TRUE(*destroyed);
+}

@@ -32,10 +32,44 @@ template <class T = void>
 class value_task;
 
 namespace detail {
+struct adopt_coroutine_t {
+  explicit adopt_coroutine_t() = default;
+};
+
+/// A value_task coroutine's end (see value_task_promise).
+struct value_task_final_awaiter {
+  bool await_ready() const noexcept { return false; }
+  template <class P>
+  void await_suspend(std::coroutine_handle<P> h) const noexcept {
+    P& p = h.promise();
+    p.flow().finish();
+    if (p.complete_into_return_object()) {
+      h.destroy();  // nothing refers to the frame any more; the ramp does not touch it again
+      return;
+    }
+    finish_coroutine(p);
+  }
+  void await_resume() const noexcept {}
+};
+
+/// The promise of a value_task coroutine. A body that completes with a value without ever
+/// suspending (so inside its call: the ramp has not returned yet) moves the value into the
+/// value_task that the call is about to return and destroys its frame at once, as .NET's async
+/// ValueTask method returns a synchronous result without its state machine box: awaiting that
+/// value_task is then the same as awaiting one made from a value. The value_task being returned
+/// registers itself here when it is built and again whenever it is moved, so the pointer follows
+/// it whatever the compiler does with the return object before the ramp returns. After the first
+/// suspension the pointer is never read (the coroutine completes through its state, as task's).
 template <class T>
 class value_task_promise final : public value_promise<T, value_task_promise<T>> {
  public:
   value_task<T> get_return_object() noexcept;
+  value_task_final_awaiter final_suspend() const noexcept { return {}; }
+
+  /// At final suspend: true when the result went into the returned value_task (the frame can go).
+  bool complete_into_return_object() noexcept;
+
+  value_task<T>* return_object_ = nullptr;
 };
 [[noreturn]] void throw_value_task_consumed(const char* operation);
 template <class T>
@@ -67,6 +101,11 @@ class [[nodiscard]] value_task {
     state_->add_ref();
   }
   value_task(detail::adopt_state_t, detail::task_state<T>* s) noexcept : kind_(kind::state), state_(s) {}
+  /// The value_task a value_task coroutine returns (value_task_promise): registers with it.
+  value_task(detail::adopt_coroutine_t, detail::value_task_promise<T>* p) noexcept
+      : kind_(kind::state), of_coroutine_(true), state_(p) {
+    p->return_object_ = this;
+  }
   /// Names operation `token` of a reusable source (.NET new ValueTask<T>(IValueTaskSource<T>,
   /// short)). The source must outlive the await; nothing is allocated.
   value_task(value_task_source<T>& source, std::uint32_t token) noexcept : kind_(kind::source), token_(token) {
@@ -242,11 +281,32 @@ class [[nodiscard]] value_task {
       o.state_ = nullptr;
     } else {
       state_ = std::exchange(o.state_, nullptr);
+      of_coroutine_ = o.of_coroutine_;
+      // The coroutine may still be inside its call (this is the compiler moving the return
+      // object): it must find us, not o. Once it has suspended it never reads the pointer, and
+      // our reference keeps its frame alive, so the store is harmless then.
+      if (of_coroutine_ && state_ != nullptr)
+        static_cast<detail::value_task_promise<T>*>(state_)->return_object_ = this;
     }
     o.kind_ = kind::consumed;
   }
 
+  friend class detail::value_task_promise<T>;
+
+  /// value_task_promise, at the end of a body that never suspended: takes its result.
+  template <class U>
+  void complete_from_coroutine(U&& v) noexcept {
+    if constexpr (!std::is_void_v<T>) ::new (static_cast<void*>(&value_)) stored_t(static_cast<U&&>(v));
+    kind_ = kind::value;
+  }
+  void complete_from_coroutine() noexcept {
+    state_ = nullptr;
+    kind_ = kind::value;
+  }
+
   kind kind_ = kind::empty;
+  // kind::state only: state_ is a value_task_promise that points back here (see there).
+  bool of_coroutine_ = false;
   // The source kinds' operation token, in kind_'s padding; set (and read) only for those kinds, so
   // the other kinds' constructors do not store it.
   std::uint32_t token_;
@@ -262,7 +322,24 @@ template <class T>
 value_task<T> value_task_promise<T>::get_return_object() noexcept {
   // The frame's address lets an await take a spawned coroutine back from the worker's deque.
   this->set_frame_address(std::coroutine_handle<value_task_promise>::from_promise(*this).address());
-  return value_task<T>(adopt_state, this);
+  return value_task<T>(adopt_coroutine_t{}, this);
+}
+
+template <class T>
+bool value_task_promise<T>::complete_into_return_object() noexcept {
+  // Suspended once: the return object may have moved on and is not ours to touch (and the
+  // handle may be awaited elsewhere). A fault keeps the state, which carries the exception.
+  if (this->suspended_once() || return_object_ == nullptr || this->status_ != task_status::ran_to_completion)
+    return false;
+  if constexpr (std::is_void_v<T>) {
+    return_object_->complete_from_coroutine();
+    return true;
+  } else if constexpr (std::is_nothrow_move_constructible_v<T>) {
+    return_object_->complete_from_coroutine(std::move(this->value_ref()));
+    return true;
+  } else {
+    return false;
+  }
 }
 
 /// as_task() of a source-backed value_task: a coroutine awaits the operation (.NET AsTask()
