@@ -186,9 +186,8 @@ class [[nodiscard]] value_task {
 
   struct awaiter : detail::waiter {
     value_task* vt;
-    std::coroutine_handle<> continuation;  // set, with the waiter's fields, only to register
-    explicit awaiter(value_task* v) noexcept
-        : detail::waiter(uninitialized_t{}), vt(v), continuation(std::coroutine_handle<>::from_address(nullptr)) {}
+    std::coroutine_handle<> continuation;  // set before the awaiter registers, as the waiter's fields
+    explicit awaiter(value_task* v) noexcept : detail::waiter(uninitialized_t{}), vt(v) {}
     bool await_ready() {
       // The two common kinds first, each one comparison; the rest (empty, consumed, source) after.
       if (TPL_LIKELY(vt->kind_ == kind::value)) return true;
