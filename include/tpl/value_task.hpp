@@ -41,13 +41,12 @@ struct value_task_final_awaiter {
   bool await_ready() const noexcept { return false; }
   template <class P>
   void await_suspend(std::coroutine_handle<P> h) const noexcept {
-    P& p = h.promise();
-    p.flow().finish();
-    if (p.complete_into_return_object()) {
+    if (h.promise().complete_into_return_object()) {
+      h.promise().flow().finish();  // as every coroutine's end, before its frame goes
       h.destroy();  // nothing refers to the frame any more; the ramp does not touch it again
       return;
     }
-    finish_coroutine(p);
+    final_awaiter{}.await_suspend(h);  // the end every other tpl coroutine has
   }
   void await_resume() const noexcept {}
 };
