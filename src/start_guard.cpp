@@ -15,6 +15,8 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <exception>
+#include <utility>
 
 #include "tpl/detail/start_guard.hpp"
 #include "tpl/scheduler.hpp"
@@ -59,6 +61,7 @@ bool should_defer_start_slow(std::uintptr_t stack_pointer) noexcept {
   }
   if (g.spawn_pending) {
     g.spawn_pending = false;
+    g.deferring_run = std::exchange(g.run_pending, false);
     g.defer_below = g.stack_threshold;
     return true;
   }
@@ -67,11 +70,34 @@ bool should_defer_start_slow(std::uintptr_t stack_pointer) noexcept {
 }
 
 void defer_start(std::coroutine_handle<> h) {
+  // Cleared before schedule() runs: a scheduler that throws leaves no request behind.
+  start_guard_state& g = start_guard_tls();
+  if (g.deferring_run) {
+    g.deferring_run = false;
+    scheduler* target = std::exchange(g.run_target, nullptr);
+    if (target != nullptr)
+      target->schedule(h);
+    else
+      thread_pool::default_pool().schedule(h);
+    return;
+  }
   scheduler* s = scheduler::current();
   if (s == nullptr || s == &inline_scheduler::instance())
     thread_pool::default_pool().schedule(h);
   else
     s->schedule(h);
+}
+
+namespace {
+thread_local std::exception_ptr t_run_start_failure;
+}  // namespace
+
+void stash_run_start_failure(std::exception_ptr e) noexcept { t_run_start_failure = std::move(e); }
+
+void rethrow_run_start_failure() {
+  std::exception_ptr e = std::move(t_run_start_failure);
+  t_run_start_failure = nullptr;
+  std::rethrow_exception(std::move(e));
 }
 
 std::uintptr_t measured_stack_threshold() noexcept {

@@ -234,3 +234,84 @@ TEST(start_guard, shallow_recursion_is_never_deferred) {
   EXPECT_TRUE(t.is_completed());
   EXPECT_EQ(t.get(), 1000);
 }
+
+// ---- tpl::run's start (a deferred start to the run's scheduler) ---------------------------------
+
+namespace {
+/// A scheduler that refuses every coroutine, as a closed one does.
+class refusing_scheduler final : public tpl::scheduler {
+ public:
+  void schedule(std::coroutine_handle<>) override { throw std::runtime_error("refused"); }
+};
+}  // namespace
+
+TEST(run_start, a_scheduler_that_refuses_the_work_faults_the_task_and_never_calls_the_function) {
+  refusing_scheduler s;
+  std::atomic<int> calls{0};
+  tpl::task<int> t = tpl::run(s, [&] {
+    ++calls;
+    return 1;
+  });
+  ASSERT_TRUE(t.is_faulted());
+  EXPECT_THROW(tpl::sync_wait(t), std::runtime_error);  // the scheduler's own exception
+  tpl::task<> v = tpl::run(s, [&] { ++calls; });
+  ASSERT_TRUE(v.is_faulted());
+  tpl::task<int> u = tpl::run(s, [&]() -> tpl::task<int> {
+    ++calls;
+    co_return 1;
+  });
+  ASSERT_TRUE(u.is_faulted());
+  EXPECT_EQ(calls.load(), 0);
+  // The refusal leaves no request behind: the next coroutine starts inline as usual.
+  std::atomic<bool> ran{false};
+  tpl::task<int> next = record_and_return(ran, 5);
+  EXPECT_TRUE(ran.load());
+  EXPECT_EQ(next.get(), 5);
+}
+
+TEST(run_start, refused_on_a_pool_worker_faults_the_task_there_too) {
+  refusing_scheduler s;
+  tpl::task<bool> t = tpl::run([&]() -> tpl::task<bool> {
+    tpl::task<int> inner = tpl::run(s, [] { return 1; });
+    co_return inner.is_faulted();
+  });
+  EXPECT_TRUE(t.get());
+}
+
+TEST(run_start, an_awaited_run_task_is_never_taken_back_into_its_awaiters_item) {
+  // Unlike a spawned child (above), a tpl::run task still queued on the awaiting worker stays
+  // queued: .NET's await of Task.Run's task does not inline it either. Two items: the parent's and
+  // the child's (whose completion resumes the parent inline).
+  EXPECT_EQ(items_for([]() -> tpl::task<int> {
+              tpl::task<int> child = tpl::run(*tpl::scheduler::current(), [] { return 7; });
+              co_return co_await child;
+            }, 7),
+            2u);
+}
+
+TEST(run_start, a_run_inside_a_spawned_function_is_queued_as_a_run) {
+  std::atomic<int> calls{0};
+  tpl::task<int> t = tpl::spawn([&] {
+    return tpl::run([&] {
+      ++calls;
+      return 3;
+    });
+  });
+  EXPECT_EQ(t.get(), 3);
+  EXPECT_EQ(calls.load(), 1);
+  // Nothing is left pending: a later coroutine starts inline.
+  std::atomic<bool> ran{false};
+  tpl::task<int> next = record_and_return(ran, 4);
+  EXPECT_TRUE(ran.load());
+  EXPECT_EQ(next.get(), 4);
+}
+
+TEST(run_start, the_function_is_not_called_inside_the_run_call) {
+  // From a thread outside the pool and from a worker alike, tpl::run returns before fn runs
+  // (here fn waits for a gate the caller opens only after the call returned).
+  tpl::task_completion_source<int> gate;
+  tpl::task<int> t = tpl::run([g = gate.get_task()]() { return g.get() + 1; });
+  EXPECT_FALSE(t.is_completed());
+  gate.set_result(1);
+  EXPECT_EQ(t.get(), 2);
+}

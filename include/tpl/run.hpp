@@ -37,16 +37,20 @@ struct unwrap_result<value_task<U>> {
 template <class F>
 using run_result_t = typename unwrap_result<std::invoke_result_t<F&>>::type;
 
-template <class F>
-task<run_result_t<F>> run_on(scheduler& s, F fn) {
-  co_await resume_on(s);
+// The parameter (a run_call or run_call_on, holding fn) makes task_promise queue this coroutine
+// on the run's scheduler before its body runs (start_guard.hpp): the body starts there, and the
+// frame holds no awaiter for getting there. A scheduler that refuses it (schedule() throws)
+// faults the task with that exception; fn is not called.
+template <class Call>
+task<run_result_t<decltype(Call::fn)>> run_on(Call call) {
+  using F = decltype(Call::fn);
   using R = std::invoke_result_t<F&>;
   if constexpr (!std::is_same_v<R, run_result_t<F>>) {
-    co_return co_await std::invoke(fn);
+    co_return co_await std::invoke(call.fn);
   } else if constexpr (std::is_void_v<R>) {
-    std::invoke(fn);
+    std::invoke(call.fn);
   } else {
-    co_return std::invoke(fn);
+    co_return std::invoke(call.fn);
   }
 }
 }  // namespace detail
@@ -55,14 +59,14 @@ task<run_result_t<F>> run_on(scheduler& s, F fn) {
 template <class F>
   requires std::is_invocable_v<std::decay_t<F>&>
 task<detail::run_result_t<std::decay_t<F>>> run(F&& fn) {
-  return detail::run_on<std::decay_t<F>>(thread_pool::default_pool(), static_cast<F&&>(fn));
+  return detail::run_on(detail::run_call<std::decay_t<F>>{static_cast<F&&>(fn)});
 }
 
 /// Runs fn on scheduler s.
 template <class F>
   requires std::is_invocable_v<std::decay_t<F>&>
 task<detail::run_result_t<std::decay_t<F>>> run(scheduler& s, F&& fn) {
-  return detail::run_on<std::decay_t<F>>(s, static_cast<F&&>(fn));
+  return detail::run_on(detail::run_call_on<std::decay_t<F>>{static_cast<F&&>(fn), &s});
 }
 
 }  // namespace tpl

@@ -320,6 +320,19 @@ namespace detail {
 template <class T>
 class task_promise final : public value_promise<T, task_promise<T>> {
  public:
+  task_promise() noexcept = default;
+  /// tpl::run's coroutine (tpl/run.hpp), whose parameter is a run_call or run_call_on: its
+  /// start is queued on the run's scheduler (start_guard.hpp). Runs after the parameters are copied, so
+  /// no user code comes between this request and the initial_suspend that consumes it.
+  template <class F>
+  explicit task_promise(run_call_on<F>& call) noexcept {
+    begin_run_request(call.target);
+  }
+  template <class F>
+  explicit task_promise(run_call<F>&) noexcept {
+    begin_run_request(nullptr);
+  }
+
   task<T> get_return_object() noexcept {
     this->set_frame_address(std::coroutine_handle<task_promise>::from_promise(*this).address());
     return task<T>(adopt_state, this);

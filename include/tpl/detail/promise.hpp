@@ -111,9 +111,12 @@ struct cancel_current_task {
 };
 
 /// The initial suspension: none, unless the start guard defers this start (tpl/detail/start_guard.hpp:
-/// little stack left, or tpl::spawn), in which case the coroutine is queued before its body runs.
+/// little stack left, tpl::spawn, or tpl::run's own coroutine), in which case the coroutine is
+/// queued before its body runs.
 struct initial_awaiter {
-  coroutine_flow* flow = nullptr;  // set when the start was deferred
+  // Set when the start was deferred (the flow to take back on resumption), or to
+  // refused_run_start() when a tpl::run start's scheduler refused the coroutine.
+  coroutine_flow* flow = nullptr;
 
   bool await_ready() const noexcept { return !should_defer_start(); }
   template <class P>
@@ -122,21 +125,40 @@ struct initial_awaiter {
     TPL_PUBLISH_AWAITER(this);
     P& p = h.promise();
     p.mark_suspended();
-    p.mark_started_deferred();
+    const bool run_start = deferring_run_start();
+    if (!run_start) p.mark_started_deferred();
     flow = &p.flow();
     flow->suspend();
     try {
       defer_start(h);
       return true;
     } catch (...) {
-      // Could not queue it (out of memory): start it here after all.
       flow->resume();
-      flow = nullptr;
+      if (run_start) {
+        // tpl::run's scheduler refused it: the task faults with the scheduler's exception
+        // (await_resume, which runs next on this thread, throws it into the body).
+        stash_run_start_failure(std::current_exception());
+        flow = refused_run_start();
+      } else {
+        // Could not queue it (out of memory): start it here after all.
+        flow = nullptr;
+      }
       return false;
     }
   }
-  void await_resume() noexcept {
-    if (flow != nullptr) flow->resume();
+  void await_resume() {
+    if (flow == nullptr) return;
+    if (TPL_UNLIKELY(flow == refused_run_start())) {
+      flow = nullptr;
+      rethrow_run_start_failure();
+    }
+    flow->resume();
+  }
+
+ private:
+  static coroutine_flow* refused_run_start() noexcept {
+    alignas(coroutine_flow) static char tag;
+    return reinterpret_cast<coroutine_flow*>(&tag);
   }
 };
 

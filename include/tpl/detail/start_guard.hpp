@@ -13,6 +13,12 @@
 //  2. tpl::spawn asked for it: spawn sets the threshold above every address, so the next
 //     coroutine start on this thread (the one spawn's function makes) takes the slow path, which
 //     sees the request, clears it and queues that coroutine.
+//  3. It is tpl::run's own coroutine (tpl/run.hpp): its promise's constructor, which runs inside
+//     the call after the parameters are copied and before initial_suspend, makes the same request
+//     with the scheduler to queue on (begin_run_request), and its own start consumes it. No user
+//     code runs between the request and its start, so no other coroutine can take it. Unlike a
+//     spawn, such a start is not marked started_deferred: awaiting a tpl::run task never runs
+//     its queued item inline (.NET's await of Task.Run's task does not either).
 //
 // Invariants:
 //  - `defer_below` is either the measured threshold, or kUnmeasured (above every stack address,
@@ -20,15 +26,37 @@
 //    `spawn_pending` set. It never lets a start below the measured threshold run inline.
 //  - A spawn request is consumed by exactly one start, or withdrawn by spawn itself
 //    (end_spawn_request) when its function made no coroutine; it never leaks into a later call.
+//  - `run_pending` is set only while a run request is pending, and `deferring_run` only between
+//    the start that consumed a run request and its defer_start() (the same initial suspension,
+//    on this thread); each is cleared by the step that reads it, `run_target` with them.
 //  - The state is thread-local and touched only by its own thread: no atomics.
 #pragma once
 
 #include <coroutine>
 #include <cstdint>
+#include <exception>
 
 #include "tpl/detail/config.hpp"
 
+namespace tpl {
+class scheduler;
+}
+
 namespace tpl::detail {
+
+/// The parameter of tpl::run's coroutine (tpl/run.hpp): task_promise's constructor sees it and
+/// asks for the start to be queued on `target` (begin_run_request). The function travels in it,
+/// so that the request costs the frame no field of its own.
+template <class F>
+struct run_call_on {
+  F fn;
+  scheduler* target;
+};
+/// The same for the default pool (tpl::run(fn), the common form): the function alone.
+template <class F>
+struct run_call {
+  F fn;
+};
 
 struct start_guard_state {
   static constexpr std::uintptr_t kUnmeasured = ~std::uintptr_t{0};
@@ -38,6 +66,12 @@ struct start_guard_state {
   std::uintptr_t stack_threshold = 0;
   bool measured = false;
   bool spawn_pending = false;
+  /// With spawn_pending: the request is a tpl::run start's, to be queued on run_target (the
+  /// default pool when null).
+  bool run_pending = false;
+  /// Set by the start that consumed a run request, taken by its defer_start().
+  bool deferring_run = false;
+  scheduler* run_target = nullptr;
 };
 
 inline thread_local start_guard_state t_start_guard{};
@@ -68,10 +102,20 @@ bool should_defer_start_slow(std::uintptr_t stack_pointer) noexcept;
   return should_defer_start_slow(sp);
 }
 
-/// Queues a coroutine whose start was deferred: to the current scheduler (a pool worker: its own
-/// deque), or to the default pool when the thread has none or runs the inline scheduler (which
-/// would start it on this same stack).
+/// Queues a coroutine whose start was deferred: a tpl::run start to its scheduler; any other to
+/// the current scheduler (a pool worker: its own deque), or to the default pool when the thread
+/// has none or runs the inline scheduler (which would start it on this same stack).
 void defer_start(std::coroutine_handle<> h);
+
+/// In a deferred start's initial_suspend, before defer_start(): whether this start is a tpl::run
+/// start (its task is then not marked started_deferred).
+inline bool deferring_run_start() noexcept { return start_guard_tls().deferring_run; }
+
+/// A tpl::run start whose scheduler refused the coroutine (schedule() threw): the exception is
+/// kept here, on the starting thread, until the coroutine's initial await_resume, which runs at
+/// once on the same thread, throws it into the body (the task faults with it).
+void stash_run_start_failure(std::exception_ptr e) noexcept;
+[[noreturn]] void rethrow_run_start_failure();
 
 /// tpl::spawn: the next coroutine started on this thread is queued.
 inline void begin_spawn_request() noexcept {
@@ -79,11 +123,22 @@ inline void begin_spawn_request() noexcept {
   g.spawn_pending = true;
   g.defer_below = start_guard_state::kUnmeasured;
 }
+/// tpl::run's promise: the coroutine starting now (this one) is queued on `target` (null: the
+/// default pool).
+inline void begin_run_request(scheduler* target) noexcept {
+  start_guard_state& g = start_guard_tls();
+  g.spawn_pending = true;
+  g.run_pending = true;
+  g.run_target = target;
+  g.defer_below = start_guard_state::kUnmeasured;
+}
 /// tpl::spawn, after its function returned or threw: withdraws a request no start consumed.
 inline void end_spawn_request() noexcept {
   start_guard_state& g = start_guard_tls();
   if (TPL_UNLIKELY(g.spawn_pending)) {
     g.spawn_pending = false;
+    g.run_pending = false;  // never pending here (a run start consumes its own), cleared anyway
+    g.run_target = nullptr;
     g.defer_below = g.measured ? g.stack_threshold : start_guard_state::kUnmeasured;
   }
 }
