@@ -307,7 +307,9 @@ class socket_engine {
         // a plain poll loop.
         std::this_thread::yield();
       }
-      g_counters.lent_poll_batches.fetch_add(1, std::memory_order_relaxed);  // relaxed: a statistic
+      // release: publishes the wake-up queue_batch() just recorded for this batch, so that a
+      // socket_stats() that reads this count (acquire) reads at least as many wake-ups.
+      g_counters.lent_poll_batches.fetch_add(1, std::memory_order_release);
       tpl::detail::io_summary_tick();
       duty_.relend();  // never held across a handler (poll_duty.hpp, invariant 3)
       if (pop(ev, more)) return true;
@@ -454,18 +456,21 @@ namespace tpl::net {
 socket_engine_stats socket_stats() noexcept {
   using detail::g_counters;
   socket_engine_stats s;
+  // acquire, and read before the engines' counters: every lent batch counted was recorded as a
+  // wake-up before its count (release, in poll_lent), so the snapshot never shows more lent
+  // batches than wake-ups, even while an item is polling.
+  s.lent_poll_batches = g_counters.lent_poll_batches.load(std::memory_order_acquire);
   const io_engine_stats io = tpl::detail::engine_io_totals(tpl::detail::io_kind::socket);
   s.engine_wakeups = io.wakeups;
   s.events = io.events;
   s.largest_batch = io.largest_batch;
-  // relaxed: a snapshot for display, not a consistent cut.
+  // relaxed: a snapshot for display, not a consistent cut (but for the one above).
   s.engine_count = g_counters.engine_count.load(std::memory_order_relaxed);
   s.inline_completions = g_counters.inline_completions.load(std::memory_order_relaxed);
   s.io_uring = g_counters.io_uring.load(std::memory_order_relaxed);
   s.poll_window_us = g_counters.poll_window_us.load(std::memory_order_relaxed);
   s.batch_items = g_counters.batch_items.load(std::memory_order_relaxed);
   s.busy_poll_batches = g_counters.busy_poll_batches.load(std::memory_order_relaxed);
-  s.lent_poll_batches = g_counters.lent_poll_batches.load(std::memory_order_relaxed);
   s.duty_reclaims = g_counters.duty_reclaims.load(std::memory_order_relaxed);
   s.accept_backoffs = detail::g_accept_backoffs.load(std::memory_order_relaxed);
   return s;
