@@ -7,6 +7,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include <tpl/testing/deterministic_scheduler.hpp>
 #include <tpl/tpl.hpp>
 
 #include "test_support.hpp"
@@ -314,4 +315,26 @@ TEST(run_start, the_function_is_not_called_inside_the_run_call) {
   EXPECT_FALSE(t.is_completed());
   gate.set_result(1);
   EXPECT_EQ(t.get(), 2);
+}
+
+TEST(run_start, on_the_inline_scheduler_the_function_runs_inside_the_call) {
+  std::thread::id ran_on;
+  tpl::task<int> t = tpl::run(tpl::inline_scheduler::instance(), [&] {
+    ran_on = std::this_thread::get_id();
+    return 6;
+  });
+  EXPECT_TRUE(t.is_completed());
+  EXPECT_EQ(ran_on, std::this_thread::get_id());
+  EXPECT_EQ(t.get(), 6);
+}
+
+TEST(run_start, on_a_deterministic_scheduler_the_function_waits_for_its_item) {
+  tpl::testing::deterministic_scheduler s(1);
+  int calls = 0;
+  tpl::task<int> t = tpl::run(s, [&] { return ++calls; });
+  EXPECT_EQ(calls, 0);
+  EXPECT_FALSE(t.is_completed());
+  s.run_until_idle();
+  EXPECT_EQ(calls, 1);
+  EXPECT_EQ(tpl::sync_wait(t), 1);
 }
