@@ -244,6 +244,14 @@ class refusing_scheduler final : public tpl::scheduler {
  public:
   void schedule(std::coroutine_handle<>) override { throw std::runtime_error("refused"); }
 };
+
+/// No start request is left pending on this thread: the next coroutine runs inside its call.
+void expect_the_next_start_inline() {
+  std::atomic<bool> ran{false};
+  tpl::task<int> next = record_and_return(ran, 5);
+  EXPECT_TRUE(ran.load());
+  EXPECT_EQ(next.get(), 5);
+}
 }  // namespace
 
 TEST(run_start, a_scheduler_that_refuses_the_work_faults_the_task_and_never_calls_the_function) {
@@ -263,11 +271,8 @@ TEST(run_start, a_scheduler_that_refuses_the_work_faults_the_task_and_never_call
   });
   ASSERT_TRUE(u.is_faulted());
   EXPECT_EQ(calls.load(), 0);
-  // The refusal leaves no request behind: the next coroutine starts inline as usual.
-  std::atomic<bool> ran{false};
-  tpl::task<int> next = record_and_return(ran, 5);
-  EXPECT_TRUE(ran.load());
-  EXPECT_EQ(next.get(), 5);
+  // The refusal leaves no request behind.
+  expect_the_next_start_inline();
 }
 
 TEST(run_start, refused_on_a_pool_worker_faults_the_task_there_too) {
@@ -300,11 +305,8 @@ TEST(run_start, a_run_inside_a_spawned_function_is_queued_as_a_run) {
   });
   EXPECT_EQ(t.get(), 3);
   EXPECT_EQ(calls.load(), 1);
-  // Nothing is left pending: a later coroutine starts inline.
-  std::atomic<bool> ran{false};
-  tpl::task<int> next = record_and_return(ran, 4);
-  EXPECT_TRUE(ran.load());
-  EXPECT_EQ(next.get(), 4);
+  // Nothing is left pending.
+  expect_the_next_start_inline();
 }
 
 TEST(run_start, the_function_is_not_called_inside_the_run_call) {

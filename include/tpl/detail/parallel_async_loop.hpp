@@ -171,14 +171,32 @@ loop_worker async_worker(std::shared_ptr<Loop> s) {
   s->worker_finished();
 }
 
-/// Integer indices: one atomic claims the next batch.
-template <class I>
-struct index_source {
-  I from;
+/// [0, count) handed out in batches, one atomic add per claim: the claiming half of index_source
+/// and random_access_source.
+struct counted_claims {
   std::uint64_t count;
   std::atomic<std::uint64_t> next{0};
-  index_source(I f, std::uint64_t c) : from(f), count(c) {}
-  index_source(index_source&& o) noexcept : from(o.from), count(o.count) {}
+  explicit counted_claims(std::uint64_t c) noexcept : count(c) {}
+  /// The next batch of at most n positions, [b, e); empty once every position is claimed.
+  std::pair<std::uint64_t, std::uint64_t> claim_positions(std::uint64_t n) noexcept {
+    // relaxed: each position is handed to exactly one worker by the atomicity of the add; the
+    // bodies' inputs are the loop's own fields, written before the loop's workers started.
+    const std::uint64_t b = next.fetch_add(n, std::memory_order_relaxed);
+    if (b >= count) return {0, 0};
+    return {b, std::min(b + n, count)};
+  }
+  bool may_have_more() const noexcept {
+    // relaxed: a hint for starting another worker; claiming re-checks.
+    return next.load(std::memory_order_relaxed) < count;
+  }
+};
+
+/// Integer indices: one atomic claims the next batch.
+template <class I>
+struct index_source : counted_claims {
+  I from;
+  index_source(I f, std::uint64_t c) : counted_claims(c), from(f) {}
+  index_source(index_source&& o) noexcept : counted_claims(o.count), from(o.from) {}
   struct claim_t {
     const index_source* src;
     std::uint64_t b, e;
@@ -188,28 +206,19 @@ struct index_source {
     I item(std::uint64_t k) const noexcept { return static_cast<I>(static_cast<std::uint64_t>(src->from) + k); }
   };
   claim_t claim(std::uint64_t n) {
-    // relaxed: each index is handed to exactly one worker by the atomicity of the add; the
-    // body's inputs are the loop's own immutable fields.
-    const std::uint64_t b = next.fetch_add(n, std::memory_order_relaxed);
-    if (b >= count) return {this, 0, 0};
-    return {this, b, std::min(b + n, count)};
-  }
-  bool may_have_more() const noexcept {
-    // relaxed: a hint for starting another worker; claiming re-checks.
-    return next.load(std::memory_order_relaxed) < count;
+    const auto [b, e] = claim_positions(n);
+    return {this, b, e};
   }
 };
 
 /// A random-access sized range (held by reference for lvalues, owned for rvalues): indices.
 template <class Holder>
-struct random_access_source {
+struct random_access_source : counted_claims {
   Holder range;  // R& or R
-  std::uint64_t count;
-  std::atomic<std::uint64_t> next{0};
   explicit random_access_source(Holder r)
-      : range(std::forward<Holder>(r)), count(static_cast<std::uint64_t>(std::ranges::size(range))) {}
+      : counted_claims(static_cast<std::uint64_t>(std::ranges::size(r))), range(std::forward<Holder>(r)) {}
   random_access_source(random_access_source&& o) noexcept
-      : range(std::forward<Holder>(o.range)), count(o.count) {}
+      : counted_claims(o.count), range(std::forward<Holder>(o.range)) {}
   struct claim_t {
     random_access_source* src;
     std::uint64_t b, e;
@@ -221,14 +230,8 @@ struct random_access_source {
     }
   };
   claim_t claim(std::uint64_t n) {
-    // relaxed: as index_source::claim.
-    const std::uint64_t b = next.fetch_add(n, std::memory_order_relaxed);
-    if (b >= count) return {this, 0, 0};
-    return {this, b, std::min(b + n, count)};
-  }
-  bool may_have_more() const noexcept {
-    // relaxed: a hint, as index_source.
-    return next.load(std::memory_order_relaxed) < count;
+    const auto [b, e] = claim_positions(n);
+    return {this, b, e};
   }
 };
 
