@@ -61,7 +61,6 @@ bool should_defer_start_slow(std::uintptr_t stack_pointer) noexcept {
   }
   if (g.spawn_pending) {
     g.spawn_pending = false;
-    g.deferring_run = std::exchange(g.run_pending, false);
     g.defer_below = g.stack_threshold;
     return true;
   }
@@ -70,22 +69,19 @@ bool should_defer_start_slow(std::uintptr_t stack_pointer) noexcept {
 }
 
 void defer_start(std::coroutine_handle<> h) {
-  // Cleared before schedule() runs: a scheduler that throws leaves no request behind.
   start_guard_state& g = start_guard_tls();
-  if (g.deferring_run) {
-    g.deferring_run = false;
-    scheduler* target = std::exchange(g.run_target, nullptr);
-    if (target != nullptr)
-      target->schedule(h);
-    else
-      thread_pool::default_pool().schedule(h);
-    return;
+  scheduler* s = nullptr;  // null: the default pool
+  if (g.run_pending) {
+    // Cleared before schedule() runs: a scheduler that throws leaves no request behind.
+    g.run_pending = false;
+    s = std::exchange(g.run_target, nullptr);
+  } else if (scheduler* current = scheduler::current(); current != &inline_scheduler::instance()) {
+    s = current;
   }
-  scheduler* s = scheduler::current();
-  if (s == nullptr || s == &inline_scheduler::instance())
-    thread_pool::default_pool().schedule(h);
-  else
+  if (s != nullptr)
     s->schedule(h);
+  else
+    thread_pool::default_pool().schedule(h);
 }
 
 namespace {

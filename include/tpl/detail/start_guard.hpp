@@ -26,9 +26,9 @@
 //    `spawn_pending` set. It never lets a start below the measured threshold run inline.
 //  - A spawn request is consumed by exactly one start, or withdrawn by spawn itself
 //    (end_spawn_request) when its function made no coroutine; it never leaks into a later call.
-//  - `run_pending` is set only while a run request is pending, and `deferring_run` only between
-//    the start that consumed a run request and its defer_start() (the same initial suspension,
-//    on this thread); each is cleared by the step that reads it, `run_target` with them.
+//  - `run_pending` (with `run_target`) is set from a tpl::run promise's constructor until the
+//    defer_start() of that same coroutine's initial suspension, on this thread, which clears both;
+//    no other start comes in between, so no other coroutine ever sees them.
 //  - The state is thread-local and touched only by its own thread: no atomics.
 #pragma once
 
@@ -66,11 +66,9 @@ struct start_guard_state {
   std::uintptr_t stack_threshold = 0;
   bool measured = false;
   bool spawn_pending = false;
-  /// With spawn_pending: the request is a tpl::run start's, to be queued on run_target (the
-  /// default pool when null).
+  /// A tpl::run start is under way: queued on run_target (the default pool when null) by the
+  /// defer_start() of its initial suspension, which clears both.
   bool run_pending = false;
-  /// Set by the start that consumed a run request, taken by its defer_start().
-  bool deferring_run = false;
   scheduler* run_target = nullptr;
 };
 
@@ -109,7 +107,7 @@ void defer_start(std::coroutine_handle<> h);
 
 /// In a deferred start's initial_suspend, before defer_start(): whether this start is a tpl::run
 /// start (its task is then not marked started_deferred).
-inline bool deferring_run_start() noexcept { return start_guard_tls().deferring_run; }
+inline bool deferring_run_start() noexcept { return start_guard_tls().run_pending; }
 
 /// A tpl::run start whose scheduler refused the coroutine (schedule() threw): the exception is
 /// kept here, on the starting thread, until the coroutine's initial await_resume, which runs at
@@ -137,8 +135,6 @@ inline void end_spawn_request() noexcept {
   start_guard_state& g = start_guard_tls();
   if (TPL_UNLIKELY(g.spawn_pending)) {
     g.spawn_pending = false;
-    g.run_pending = false;  // never pending here (a run start consumes its own), cleared anyway
-    g.run_target = nullptr;
     g.defer_below = g.measured ? g.stack_threshold : start_guard_state::kUnmeasured;
   }
 }
