@@ -52,7 +52,9 @@
 //   channel_waiters.hpp          nodes, their FIFO queues, the wake list
 //   channel_ring.hpp             the locked buffer (and the overflow behind the ring)
 //   channel_fast_ring.hpp        the lock-free ring
-//   channel_core.hpp             this class: the gate, the lock-free fast paths, the layout
+//   channel_settings.hpp         the settings a channel is made with, the tuning constants
+//   channel_core.hpp             this class: the gate, the layout
+//   channel_core_fast.hpp        the lock-free fast paths
 //   channel_core_buffer.hpp      moving items between the locked buffer and the ring
 //   channel_core_waiting.hpp     locked attempts, waiting, cancellation, serving waiters
 //   channel_core_completion.hpp  completion and finishing a drained channel
@@ -65,7 +67,6 @@
 #include <cstdint>
 #include <exception>
 #include <functional>
-#include <limits>
 #include <memory>
 #include <mutex>
 #include <new>
@@ -78,6 +79,7 @@
 #include "tpl/detail/asymmetric_fence.hpp"
 #include "tpl/detail/channel_fast_ring.hpp"
 #include "tpl/detail/channel_ring.hpp"
+#include "tpl/detail/channel_settings.hpp"
 #include "tpl/detail/channel_waiters.hpp"
 #include "tpl/detail/config.hpp"
 #include "tpl/detail/cpu_count.hpp"
@@ -88,59 +90,7 @@
 #include "tpl/task_completion_source.hpp"
 
 namespace tpl {
-
-/// What a bounded channel does with a write when it is full (.NET BoundedChannelFullMode).
-enum class bounded_channel_full_mode : std::uint8_t {
-  wait,         ///< the write waits for room (try_write returns false)
-  drop_newest,  ///< the newest item in the channel is dropped to make room
-  drop_oldest,  ///< the oldest item in the channel is dropped to make room
-  drop_write,   ///< the item being written is dropped (the write still reports success)
-};
-
 namespace detail {
-
-/// Capacity of an unbounded channel.
-inline constexpr std::size_t kUnboundedChannelCapacity = std::numeric_limits<std::size_t>::max();
-/// Slots of the lock-free ring of a bounded channel at most (with a larger capacity, the items
-/// beyond the ring wait in a locked overflow behind it).
-inline constexpr std::size_t kChannelFastRingMaxSlots = 1024;
-/// Slots of an unbounded channel's first ring (each ring it outgrows is followed by one twice
-/// as large).
-inline constexpr std::size_t kChannelFastRingFirstUnboundedSlots = 64;
-
-/// Writes a channel takes under its lock before it switches to the lock-free ring (a channel that
-/// carries a few items, like each link of a chain of a million channels, never allocates one).
-/// Read when a channel is created; tests set it to 0 to run every channel on the ring from the
-/// start (relaxed: a setting, not a synchronization).
-inline std::atomic<std::uint32_t> channel_fast_ring_warmup{64};
-
-/// How many times an operation that found the ring full (empty) looks again before it waits.
-inline constexpr int kChannelSpinChecks = 32;
-
-/// Rounds (kChannelSpinChecks looks, then a yield) an operation about to wait watches a ring slot
-/// that another thread claimed and has not published (freed) yet, before it queues anyway.
-inline constexpr int kChannelClaimWaits = 4;
-
-/// Writes to unbounded channels that a pool worker completes at once before the writing coroutine
-/// lets the worker's other work run (see unbounded_write_yields).
-inline constexpr unsigned kChannelWriteBudget = 8192;
-
-/// Counts a write_async to an unbounded channel that completed without waiting, on this thread;
-/// true for every kChannelWriteBudget-th on a thread pool worker: the writer then yields (it
-/// queues behind the worker's other work, as tpl::yield()). An unbounded channel's writer never
-/// waits, so without this a producer keeps its worker to the end while the consumers it woke
-/// wait behind it (a cooperative budget, as tokio's channels have).
-bool unbounded_write_yields() noexcept;
-
-void check_channel_capacity(std::ptrdiff_t capacity, bounded_channel_full_mode mode);
-
-struct channel_settings {
-  std::size_t capacity = kUnboundedChannelCapacity;  ///< 0: rendezvous (unbuffered)
-  bounded_channel_full_mode full_mode = bounded_channel_full_mode::wait;
-  bool single_reader = false;
-  bool single_writer = false;
-  bool synchronous_continuations = false;
-};
 
 template <class T>
 class channel_core final {
@@ -213,46 +163,7 @@ class channel_core final {
   /// nobody waiting, not completed (lock-free on the ring; under the lock without one, or to join
   /// the overflow). Writes item and returns true; otherwise touches nothing and returns false (the
   /// caller takes the general path, which handles every other case).
-  bool try_write_fast(T& item) {
-    // acquire: a gate without kLockedMode publishes ring_ (see enable_ring_locked).
-    const std::uint32_t g = gate_.load(std::memory_order_acquire);
-    if (g == 0) {  // on the ring, nobody waiting, not completed, no overflow
-      std::uint32_t seen = 0;
-      // seq_cst, after the claim's seq_cst CAS: a reader that queued itself since our first look
-      // is seen here, or its look at the ring (a seq_cst load of the write position after its
-      // seq_cst announce, see start()) sees our claim and does not wait for it (Dekker).
-      const auto look = [this, &seen] { seen = gate_.load(std::memory_order_seq_cst); };
-      if (ring()->try_push(item, false, look) != fast_ring::push_result::ok) return false;
-      // The second look, after the publication: a reader that found our claim unpublished for
-      // too long queued itself anyway, set kStraggler and then ran a heavy fence (start()'s
-      // queue_anyway). Either our publication was visible to it after that fence, or this look
-      // sees kStraggler. (Any other waiter is the first look's: it announced before our claim,
-      // or its look at the ring saw the claim and it did not queue.) Only the straggler bit, not
-      // the count: a reader announcing itself right now will see our item, and serving it here
-      // would take the lock on every write that races a reader about to wait.
-      // relaxed: ordered after the publication by the asymmetric fence pair (the light half is a
-      // compiler barrier; see asymmetric_fence.hpp for why that suffices on x86 and ARMv8).
-      asymmetric_fence_light();
-      if (seen >= kWaitUnit || (gate_.load(std::memory_order_relaxed) & kStraggler) != 0) service();
-      return true;
-    }
-    // A rendezvous channel buffers nothing: only the general path can hand an item over.
-    if ((g != kLockedMode && g != kOverflow) || capacity_ == 0) return false;
-    std::lock_guard l(lock_);
-    // relaxed: the gate changes only under the lock, which we hold.
-    const std::uint32_t now = gate_.load(std::memory_order_relaxed);
-    if (now == kLockedMode) {
-      if (items_.size() >= capacity_) return false;
-      items_.push_back(std::move(item));
-      count_write_locked();
-      return true;
-    }
-    // Items wait behind a full ring: this one joins them (readers move them up, see
-    // needs_service_after_read), without touching the ring's lines.
-    if (now != kOverflow || items_.size() >= overflow_capacity()) return false;
-    items_.push_back(std::move(item));
-    return true;
-  }
+  bool try_write_fast(T& item);
 
   /// Writes item (moved from only on success). False if the channel is full (wait mode), for a
   /// rendezvous channel no reader is waiting, or the channel is completed.
@@ -271,83 +182,31 @@ class channel_core final {
   /// room, the overflow needs moving up, or it took a completed channel's last item). Without a
   /// ring it refuses a completed channel's last item (the general path finishes the channel).
   /// Takes the oldest item into out and returns true; otherwise returns false.
-  bool try_read_fast(std::optional<T>& out) {
-    // acquire: as in try_write_fast.
-    std::uint32_t g = gate_.load(std::memory_order_acquire);
-    if (g < kWaitUnit && (g & kLockedMode) == 0) {  // on the ring, nobody waiting
-      std::uint64_t pos;
-      // seq_cst, after the claim's seq_cst CAS (as in try_write_fast): a writer that queued
-      // itself for room since our first look is seen here, or its look at the ring sees our
-      // claim and does not wait for the slot (Dekker); likewise the completion check (see
-      // try_complete).
-      const auto look = [this, &g] { g = gate_.load(std::memory_order_seq_cst); };
-      if (!rring()->try_pop(out, pos, look)) return false;
-      // The second look, after freeing the slot: as in try_write_fast, for a writer that found
-      // our claim unfreed for too long and queued for room anyway (relaxed: see there).
-      asymmetric_fence_light();
-      if ((g != 0 && needs_service_after_read(g, pos)) || (gate_.load(std::memory_order_relaxed) & kStraggler) != 0)
-        service();  // the slot is free now
-      return true;
-    }
-    // A rendezvous channel buffers nothing: only the general path can take a waiting writer's item.
-    if ((g & ~kCompleted) != kLockedMode || capacity_ == 0) return false;
-    std::lock_guard l(lock_);
-    g = gate_.load(std::memory_order_relaxed);  // relaxed: changes only under the lock we hold
-    // Nobody waits; the last item of a completed channel finishes it: the general path.
-    if ((g & ~kCompleted) != kLockedMode || items_.size() <= static_cast<std::size_t>(completed_)) return false;
-    out.emplace(items_.pop_front());
-    return true;
-  }
+  bool try_read_fast(std::optional<T>& out);
 
   /// try_read's answer "nothing to read" without the lock, when it is plain: on the ring, nobody
   /// waiting, not completed, nothing in the overflow, and the ring has no published item at its
   /// front. The locked attempt would find the same (read_locked: nothing to pop, no writer to
   /// take from, not completed), so a reader draining the channel with try_read until it fails
   /// pays no lock for the last call.
-  bool plainly_empty_fast() const noexcept {
-    // acquire: as in try_write_fast (a gate without kLockedMode publishes the rings).
-    if (gate_.load(std::memory_order_acquire) != 0) return false;
-    return rring()->plainly_empty();
-  }
+  bool plainly_empty_fast() const noexcept;
 
   /// try_write's answer "no room" without the lock, when it is plain: on the ring, nobody
   /// waiting, not completed, a capacity that is exactly the ring's (no overflow behind it), and
   /// the ring full. The locked attempt would find the same (write_locked: no reader to hand the
   /// item to, no room), so a writer that meets a full channel pays no lock to learn it.
-  bool plainly_full_fast() const noexcept {
-    // acquire: as in try_write_fast (a gate without kLockedMode publishes the rings).
-    if (gate_.load(std::memory_order_acquire) != 0) return false;
-    const fast_ring* r = ring();
-    return capacity_ == r->size() && r->plainly_full();
-  }
+  bool plainly_full_fast() const noexcept;
 
   /// wait_to_read_async / wait_to_write_async without the lock when the answer is plainly yes: an
   /// item (room) is there on the ring and nobody waits.
-  bool wait_ready_fast(channel_op op) const noexcept {
-    // acquire: as in try_write_fast.
-    const std::uint32_t g = gate_.load(std::memory_order_acquire);
-    if (op == channel_op::wait_to_read) return g < kWaitUnit && (g & kLockedMode) == 0 && rring()->front_ready();
-    return g == 0 && ring()->has_room();
-  }
+  bool wait_ready_fast(channel_op op) const noexcept;
 
   /// Before an asynchronous operation on the ring waits (queues, suspends, and is woken through
   /// the pool later), it watches the ring for a moment: with the other side running on another
   /// core, the item or room it lacks usually comes within a few hundred nanoseconds, far sooner
   /// than a suspension round trip. Returns true when op's fast path may succeed now; false at
   /// once without a ring, or when operations are already queued (they come first).
-  bool spin_for(channel_op op) const noexcept {
-    // On one CPU the other side cannot run while we watch.
-    static const bool worthwhile = available_cpus() != 1;
-    if (!worthwhile) return false;
-    for (int i = 0; i < kChannelSpinChecks; ++i) {
-      // acquire: as in try_write_fast.
-      const std::uint32_t g = gate_.load(std::memory_order_acquire);
-      if ((g & kLockedMode) != 0 || g >= kWaitUnit) return false;
-      if (is_read_side(op) ? rring()->front_ready() || (g & kCompleted) != 0 : ring()->has_room() || g != 0) return true;
-      for (int p = 0; p < 4; ++p) TPL_CPU_RELAX();
-    }
-    return false;
-  }
+  bool spin_for(channel_op op) const noexcept;
 
   /// Takes the oldest item into out. False if none is there (or the channel is done).
   bool try_read(std::optional<T>& out);
@@ -642,5 +501,6 @@ class channel_core final {
 // they would be inside the class: g++ -O2 inlines a function declared inline far more readily,
 // and the lock-free fast paths (try_write, try_read) must fold into their callers.
 #include "tpl/detail/channel_core_buffer.hpp"      // IWYU pragma: export
+#include "tpl/detail/channel_core_fast.hpp"        // IWYU pragma: export
 #include "tpl/detail/channel_core_completion.hpp"  // IWYU pragma: export
 #include "tpl/detail/channel_core_waiting.hpp"     // IWYU pragma: export
