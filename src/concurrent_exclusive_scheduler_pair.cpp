@@ -23,8 +23,8 @@
 #include <string>
 #include <utility>
 
+#include "tpl/detail/detached.hpp"
 #include "tpl/detail/flow.hpp"
-#include "tpl/detail/frame_pool.hpp"
 #include "tpl/detail/trampoline.hpp"
 #include "tpl/exceptions.hpp"
 #include "tpl/thread_pool.hpp"
@@ -43,22 +43,10 @@ int checked_limit(int v, const char* what) {
 }  // namespace
 
 // A processing work item: a coroutine the underlying scheduler resumes once; it drains a queue
-// and frees its frame (from the frame pool) when it returns.
+// and frees its frame (from the frame pool) when it returns. A member of the pair's friend, so
+// that it may call process(), which is noexcept (the item's body never throws).
 struct concurrent_exclusive_scheduler_pair::processing {
-  struct promise_type {
-    processing get_return_object() noexcept {
-      return processing{std::coroutine_handle<promise_type>::from_promise(*this)};
-    }
-    std::suspend_always initial_suspend() noexcept { return {}; }
-    std::suspend_never final_suspend() noexcept { return {}; }
-    void return_void() noexcept {}
-    void unhandled_exception() noexcept { std::terminate(); }  // process() is noexcept
-    static void* operator new(std::size_t n) { return detail::frame_alloc(n); }
-    static void operator delete(void* p, std::size_t n) noexcept { detail::frame_free(p, n); }
-  };
-  std::coroutine_handle<promise_type> handle;
-
-  static processing make(concurrent_exclusive_scheduler_pair* pair, bool exclusive) {
+  static detail::suspended_item make(concurrent_exclusive_scheduler_pair* pair, bool exclusive) {
     pair->process(exclusive);
     co_return;
   }

@@ -37,13 +37,9 @@
 #include <concepts>
 #include <coroutine>
 #include <cstdint>
-#include <exception>
 #include <functional>
-#include <iterator>
 #include <limits>
 #include <memory>
-#include <new>
-#include <mutex>
 #include <optional>
 #include <ranges>
 #include <type_traits>

@@ -15,8 +15,6 @@
 #include <cstdint>
 #include <exception>
 #include <functional>
-#include <iterator>
-#include <limits>
 #include <memory>
 #include <new>
 #include <mutex>

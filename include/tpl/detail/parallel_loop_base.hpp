@@ -6,27 +6,18 @@
 // loop_worker that could not be queued is destroyed by start_worker, so no worker frame leaks.
 #pragma once
 
-#include <algorithm>
 #include <atomic>
-#include <concepts>
-#include <coroutine>
 #include <cstdint>
 #include <exception>
-#include <functional>
-#include <iterator>
 #include <limits>
-#include <memory>
-#include <new>
 #include <mutex>
 #include <optional>
 #include <ranges>
-#include <type_traits>
-#include <utility>
 #include <vector>
 
 #include "tpl/cancellation.hpp"
 #include "tpl/detail/config.hpp"
-#include "tpl/detail/frame_pool.hpp"
+#include "tpl/detail/detached.hpp"
 #include "tpl/detail/short_lock.hpp"
 #include "tpl/exceptions.hpp"
 #include "tpl/scheduler.hpp"
@@ -84,22 +75,9 @@ scheduler& loop_scheduler(const parallel_options& o) noexcept;
 /// cores). Unlimited: max of uint64.
 std::uint64_t loop_degree(const parallel_options& o, bool blocking);
 
-/// A fire-and-forget coroutine for loop helpers and workers: created suspended, started by
-/// scheduling its handle; the frame comes from the frame pool and frees itself at the end.
-struct loop_worker {
-  struct promise_type {
-    loop_worker get_return_object() noexcept {
-      return loop_worker{std::coroutine_handle<promise_type>::from_promise(*this)};
-    }
-    std::suspend_always initial_suspend() noexcept { return {}; }
-    std::suspend_never final_suspend() noexcept { return {}; }
-    void return_void() noexcept {}
-    void unhandled_exception() noexcept { std::terminate(); }  // bodies never escape: see callers
-    static void* operator new(std::size_t n) { return frame_alloc(n); }
-    static void operator delete(void* p, std::size_t n) noexcept { frame_free(p, n); }
-  };
-  std::coroutine_handle<promise_type> handle;
-};
+/// A loop helper or worker: created suspended, started by scheduling its handle (detached.hpp);
+/// bodies never let an exception escape (see the callers).
+using loop_worker = suspended_item;
 
 /// Queues w on s; if that throws, destroys w and rethrows.
 void start_worker(scheduler& s, loop_worker w);
