@@ -56,6 +56,7 @@
 #include <vector>
 
 #include "tpl/cancellation.hpp"
+#include "tpl/detail/config.hpp"
 #include "tpl/detail/fork_job.hpp"
 #include "tpl/exceptions.hpp"
 #include "tpl/parallel.hpp"
@@ -69,7 +70,8 @@ enum class job_queue : unsigned char { own_deque, pool, none };
 
 /// Runs jobs[0..count-1]: jobs[0] here; jobs[1..count-1] queued and joined newest first (pushed
 /// from the last, so jobs[1] is on top of the deque and the oldest, the last function, is the
-/// first a thief takes).
+/// first a thief takes). The loops run to N and skip what is past count: a trip count known at
+/// compile time lets the compiler unroll them (plain invoke passes count == N).
 template <std::size_t N>
 void run_first(tpl::detail::fork_job* (&jobs)[N], std::size_t count) {
   // Every function runs in the caller's context as it is now; this reference keeps it alive
@@ -79,13 +81,15 @@ void run_first(tpl::detail::fork_job* (&jobs)[N], std::size_t count) {
     context_hold() noexcept { tpl::detail::add_ref(c); }
     ~context_hold() { tpl::detail::release(c); }
   } hold;
-  for (std::size_t i = 0; i < count; ++i) jobs[i]->context = hold.c;
+  for (std::size_t i = 0; i < N; ++i)
+    if (i < count) jobs[i]->context = hold.c;
   if constexpr (N == 1) {
     tpl::detail::fork_execute(jobs[0]);
     return;
   }
   job_queue where[N] = {};
-  for (std::size_t i = count - 1; i >= 1; --i) {
+  for (std::size_t i = N - 1; i >= 1; --i) {
+    if (i >= count) continue;
     try {
       where[i] = tpl::detail::fork_push(jobs[i]) == tpl::detail::fork_placement::own_deque ? job_queue::own_deque
                                                                                            : job_queue::pool;
@@ -94,7 +98,8 @@ void run_first(tpl::detail::fork_job* (&jobs)[N], std::size_t count) {
     }
   }
   tpl::detail::fork_execute(jobs[0]);
-  for (std::size_t i = 1; i < count; ++i) {
+  for (std::size_t i = 1; i < N; ++i) {
+    if (i >= count) break;
     switch (where[i]) {
       case job_queue::own_deque:
         tpl::detail::fork_join_local(jobs[i]);
@@ -109,13 +114,22 @@ void run_first(tpl::detail::fork_job* (&jobs)[N], std::size_t count) {
   }
 }
 
-/// After the joins: throws aggregate_exception with the functions' exceptions, in their order.
+/// After the joins, when a function threw: throws aggregate_exception with the functions'
+/// exceptions, in their order (out of line: the common case only tests the error slots).
 template <std::size_t N>
-void throw_errors(tpl::detail::fork_job* (&jobs)[N]) {
+[[noreturn]] TPL_NOINLINE void throw_errors_slow(tpl::detail::fork_job* (&jobs)[N]) {
   std::vector<std::exception_ptr> errors;
   for (tpl::detail::fork_job* j : jobs)
     if (j->error) errors.push_back(std::move(j->error));
-  if (!errors.empty()) throw aggregate_exception(std::move(errors));
+  throw aggregate_exception(std::move(errors));
+}
+
+/// After the joins: throws aggregate_exception with the functions' exceptions, if any.
+template <std::size_t N>
+void throw_errors(tpl::detail::fork_job* (&jobs)[N]) {
+  bool any = false;
+  for (tpl::detail::fork_job* j : jobs) any |= static_cast<bool>(j->error);
+  if (TPL_UNLIKELY(any)) throw_errors_slow(jobs);
 }
 
 template <class R, std::size_t... I>

@@ -28,6 +28,7 @@
 #include <optional>
 
 #include "pool_impl.hpp"
+#include "tpl/detail/config.hpp"
 #include "tpl/detail/flow.hpp"
 #include "tpl/detail/fork_job.hpp"
 #include "tpl/detail/futex.hpp"
@@ -75,14 +76,16 @@ fork_placement fork_push(fork_job* j) {
   return fork_placement::pool;
 }
 
-void fork_join_local(fork_job* j) noexcept {
+namespace {
+
+// The rest of a join whose pop did not return the job (top: what it returned instead, or null).
+TPL_NOINLINE void fork_join_local_slow(fork_job* j, void* top) noexcept {
   using impl = thread_pool::impl;
   impl::thread_context& ctx = impl::t_context;
   impl& pool = *ctx.pool;
   impl::worker& self = *ctx.self;
   void* const mine = tag(j);
   for (;;) {
-    void* top = self.local.pop();
     if (top == mine) {
       fork_execute(j);  // taken back: nobody else saw it
       return;
@@ -97,8 +100,22 @@ void fork_join_local(fork_job* j) noexcept {
     } catch (...) {
       pool.run_nested(self, top);  // no room to move it: run it here rather than lose it
     }
+    top = self.local.pop();
   }
   pool.wait_for_stolen(self, j);
+}
+
+}  // namespace
+
+// The common case stays small: the pop returns the job, which runs here as a plain call. The
+// rest (coroutines above it, a stolen job) is out of line, so this path pays no frame for it.
+void fork_join_local(fork_job* j) noexcept {
+  void* const top = thread_pool::impl::t_context.self->local.pop();
+  if (TPL_LIKELY(top == tag(j))) {
+    fork_execute(j);  // taken back: nobody else saw it
+    return;
+  }
+  fork_join_local_slow(j, top);
 }
 
 // Step 4 of the join (file comment), and the whole wait of a job queued from outside.
