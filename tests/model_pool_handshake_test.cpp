@@ -1,7 +1,8 @@
 // Exhaustive model check of the thread pool's wake protocol (src/thread_pool/: after_push,
 // wake_one_if_needed, the idle list, park, wait_parked, the excess park, next slots, blocking_begin /
-// blocking_end, before_blocking_wait, goal changes, the starvation gate's injection, retirement and
-// shutdown). docs/internals.md states the invariants in prose.
+// blocking_end, before_blocking_wait, goal changes, the starvation gate's injection, retirement,
+// shutdown, and the fork jobs of parallel::invoke). docs/internals.md states the invariants in
+// prose.
 //
 // The model is explicit-state: the shared variables of the protocol, and producers, workers and
 // two control threads (the gate, shutdown) as step functions in which each step is one atomic
@@ -21,19 +22,30 @@
 //     only when signalled, asked to stop, or retired. The handshake alone must never strand work;
 //   - the gate's starvation injection is a step enabled only when it is the policy's job: work is
 //     queued, the goal's workers all process, and every one of them is blocked.
+//   - a fork job (fork_push, fork_join_local) is its owner's own queued item, tracked per worker
+//     (queued, taken by a thief, done) rather than in `q`, since its owner takes it back. fork_push
+//     looks at spinning/idle/counts after its push and a fence (after_push); the model also
+//     explores the look before the push (what the push would amount to without the fence, its
+//     store still in the store buffer) and finds no job stranded either: for a fork job the
+//     fence buys parallelism (an idle worker is woken for it), not correctness, since the owner
+//     takes an unstolen job back at its join. A join whose job was stolen waits until the thief
+//     is done; the real join also helps and sleeps in a blocking_region, which only adds
+//     workers and is left out here.
 //
 // Checked in every reachable state: `spinning` equals the requests in flight (spinning workers,
 // kWoken signals not yet consumed, a waker between its CAS and its hand-off); `processing`
 // equals the workers that exist and are not on the idle list; `existing` equals the live workers.
 // Checked in every terminal state (no thread can take a step): every producer is done, no item
-// is queued, no next slot holds an item, and a started shutdown has finished. A worker blocked
+// is queued, no next slot holds an item, every fork job was joined, and a started shutdown has
+// finished. A worker blocked
 // for good (a wait that never ends) is allowed in a terminal state; work it left must still run.
 //
 // Known-bad variants must each produce a counterexample, so the checker is shown able to fail:
 // the two original ones (the producer looks before queuing; park skips its re-check) and one per
 // finding of the review that led to this model (the excess park flushing its next slot after
 // registering as idle; blocking_begin flushing without the wake protocol; a wait outside a
-// blocking_scope that leaves its next slot; shutdown waking parked workers with the waker's bit).
+// blocking_scope that leaves its next slot; shutdown waking parked workers with the waker's bit),
+// and one for the fork join (a join that waits for a thief instead of taking its job back).
 #include <gtest/gtest.h>
 
 #include <array>
@@ -65,6 +77,7 @@ enum class variant : std::uint8_t {
   wait_keeps_next_slot,      // broken: a wait outside a blocking_scope leaves its next slot
   shutdown_signals_woken,    // broken: shutdown wakes parked workers with the waker's kWoken bit
   giveback_rechecks_idle_only,  // broken: a waker that gives its request back looks only for new idle workers
+  fork_join_waits_for_thief,    // broken: a join waits for its fork job to be stolen instead of taking it back
 };
 
 // What the items a worker runs may do (each at most the given number of times, in all).
@@ -74,6 +87,7 @@ struct item_effects {
   int blocks = 0;          // hold a blocking_scope (blocking_begin ... blocking_end)
   int waits = 0;           // a wait outside a blocking_scope (before_blocking_wait)
   bool waits_end = true;   // false: a block or wait never ends (the worker stays in it for good)
+  int forks = 0;           // parallel::invoke: queue a fork job (fork_push), run on, then join it
 };
 
 struct config {
@@ -124,6 +138,9 @@ enum pc : std::uint8_t {
   W_WAITX1,      // before_blocking_wait: flush_next (+ after_push if it moved an item)
   W_WAITX,       // the wait itself
   W_GONE,        // the thread exited at shutdown (its counts stay, as in the real code)
+  W_FORKPUSH,    // fork_push, the look taken first: the push itself
+  W_FORKJOIN,    // fork_join_local: pop; the job if nobody stole it, else wait
+  W_FORKWAIT,    // the join's wait for the thief (wait_for_stolen, fork_wait)
   K_SPIN,        // spinning.load() != 0 -> return
   K_IDLE,        // idle_now = idle_count.load()
   K_COUNTS,      // counts: processing >= goal -> return; idle_now == 0 && existing >= max -> return
@@ -156,7 +173,7 @@ const char* pc_name(int p) {
       "park:remove_idle", "wait_parked", "wait_parked:stop:remove_idle", "blocking_begin:flush_next",
       "blocking_begin:blocked++", "blocking_begin:update_goal", "blocking_begin:fence+any_work",
       "blocked", "blocking_end:blocked--", "blocking_end:update_goal", "before_blocking_wait:flush",
-      "waiting", "exited", "wake:spinning?", "wake:idle_count?", "wake:counts?", "wake:CAS",
+      "waiting", "exited", "fork_push:push", "fork_join:pop", "fork_join:wait", "wake:spinning?", "wake:idle_count?", "wake:counts?", "wake:CAS",
       "wake:pop_idle_within_goal", "wake:signal", "wake:idle_count==0?", "wake:start_worker",
       "wake:give_back", "wake:anything changed?", "producer:push", "producer:late push", "producer:done",
       "gate", "gate:inject", "gate:climb-wake", "shutdown:stopping=true", "shutdown:kStop",
@@ -179,7 +196,11 @@ struct thread_state {
   std::uint8_t left;      // producer: items still to queue
   std::uint8_t slot;      // worker: its next slot holds an item
   std::uint8_t seen;      // waker: the counts word it decided on (processing, existing, goal)
+  std::uint8_t fork;      // worker: its fork job (0 none, kForkQueued, kForkStolen, kForkDone)
+  std::uint8_t runs_fork; // worker: 1 + the owner of the stolen fork job it runs (0: none)
 };
+
+constexpr std::uint8_t kForkQueued = 1, kForkStolen = 2, kForkDone = 3;
 
 struct state {
   std::uint8_t q;  // queued items
@@ -191,7 +212,7 @@ struct state {
   std::uint8_t blocked;
   std::uint8_t idle_len;
   std::uint8_t stopping;
-  std::uint8_t deque_children, slot_children, blocks, waits, climbs, injections;
+  std::uint8_t deque_children, slot_children, blocks, waits, climbs, injections, forks;
   std::uint8_t idle[kMaxWorkers];
   thread_state t[kMaxThreads];  // workers first (slot i = worker i), producers, gate, shutdown
 };
@@ -216,6 +237,7 @@ class checker {
     s0.slot_children = static_cast<std::uint8_t>(c_.fx.slot_children);
     s0.blocks = static_cast<std::uint8_t>(c_.fx.blocks);
     s0.waits = static_cast<std::uint8_t>(c_.fx.waits);
+    s0.forks = static_cast<std::uint8_t>(c_.fx.forks);
     s0.climbs = c_.base_goal_change >= 0 ? 1 : 0;
     s0.injections = 1;
     if (c_.start_parked) {
@@ -309,8 +331,10 @@ class checker {
         for (int w = 0; w < kMaxWorkers; ++w) m.t[p[w]] = s.t[w];
         for (int i = 0; i < s.idle_len; ++i) m.idle[i] = static_cast<std::uint8_t>(p[s.idle[i]]);
         if (swap_producers) std::swap(m.t[kMaxWorkers], m.t[kMaxWorkers + 1]);
-        for (thread_state& t : m.t)
+        for (thread_state& t : m.t) {
           if (t.pc == K_SIGNAL) t.target = static_cast<std::uint8_t>(p[t.target]);
+          if (t.runs_fork != 0) t.runs_fork = static_cast<std::uint8_t>(p[t.runs_fork - 1] + 1);
+        }
         // The shutdown thread's cursor is a position, not a worker: keep it as is.
         const key_t k = bytes(m);
         if (first || k < best) best = k;
@@ -344,6 +368,14 @@ class checker {
     return static_cast<std::uint8_t>(g);
   }
 
+  // What any_work_seq_cst() finds: an item in a queue, a fork job on a deque included.
+  static bool any_queued(const state& s) {
+    if (s.q > 0) return true;
+    for (int w = 0; w < kMaxWorkers; ++w)
+      if (s.t[w].fork == kForkQueued) return true;
+    return false;
+  }
+
   // A worker that holds a thread in a wait or a blocking_scope (it counts as processing).
   static bool is_blocked_pc(int p) { return p == W_BLOCKED || p == W_WAITX; }
 
@@ -368,8 +400,10 @@ class checker {
     if (s.t[kShutdown].pc != S_DONE) return "shutdown never finishes (a worker never exits)";
     if (s.q != 0)
       return std::to_string(s.q) + " item(s) queued, no worker will take them (lost wake-up)";
-    for (int w = 0; w < kMaxWorkers; ++w)
+    for (int w = 0; w < kMaxWorkers; ++w) {
       if (s.t[w].slot) return "worker " + std::to_string(w) + "'s next-slot item is never run (lost wake-up)";
+      if (s.t[w].fork != 0) return "worker " + std::to_string(w) + "'s fork job is never joined";
+    }
     return {};
   }
 
@@ -417,6 +451,14 @@ class checker {
             m.t[i].pc = t.token ? W_GOT : W_RUN;
             emit(m, 0);
           }
+          for (int v = 0; v < kMaxWorkers; ++v) {  // a steal from another worker's deque: its fork job
+            if (v == i || s.t[v].fork != kForkQueued) continue;
+            state m = s;
+            m.t[v].fork = kForkStolen;
+            m.t[i].runs_fork = static_cast<std::uint8_t>(v + 1);
+            m.t[i].pc = t.token ? W_GOT : W_RUN;
+            emit(m, 3);
+          }
           if (t.pc == W_SPIN) {  // take_stale_next: another worker's slot item
             for (int v = 0; v < kMaxWorkers; ++v) {
               if (v == i || !s.t[v].slot) continue;
@@ -463,16 +505,34 @@ class checker {
           break;
         }
         case W_GOT_ANY:
-          if (s.q > 0)
+          if (any_queued(s))
             call_wake(u, W_RUN);
           else
             u.pc = W_RUN;
           emit(n, 0);
           break;
         case W_RUN: {
+          if (t.runs_fork != 0) {  // a stolen fork job: it runs, then the thief publishes kDone
+            n.t[t.runs_fork - 1].fork = kForkDone;
+            u.runs_fork = 0;
+            u.pc = W_AFTER;
+            emit(n, 0);
+            break;
+          }
           // The item returns, or does one more thing the protocol sees and goes on running.
           u.pc = W_AFTER;
           emit(n, 0);
+          if (s.forks > 0 && t.fork == 0) {  // parallel::invoke: fork_push, in both orders (file comment)
+            state m = s;
+            --m.forks;
+            m.t[i].fork = kForkQueued;  // the push seen first, then the look
+            call_wake(m.t[i], W_FORKJOIN);
+            emit(m, 6);
+            state l = s;
+            --l.forks;
+            call_wake(l.t[i], W_FORKPUSH);  // the look before the push is visible (no fence)
+            emit(l, 7);
+          }
           if (s.deque_children > 0) {  // queues a child on the worker's deque
             state m = s;
             --m.deque_children;
@@ -508,6 +568,30 @@ class checker {
           }
           break;
         }
+        case W_FORKPUSH:
+          u.fork = kForkQueued;
+          u.pc = W_FORKJOIN;
+          emit(n, 0);
+          break;
+        case W_FORKJOIN:
+          if (t.fork == kForkQueued && c_.v != variant::fork_join_waits_for_thief) {
+            u.fork = 0;  // taken back: runs here as a plain call
+            u.pc = W_RUN;
+          } else if (t.fork == kForkDone) {
+            u.fork = 0;
+            u.pc = W_RUN;
+          } else {
+            u.pc = W_FORKWAIT;
+          }
+          emit(n, 0);
+          break;
+        case W_FORKWAIT:
+          if (t.fork == kForkDone) {
+            u.fork = 0;
+            u.pc = W_RUN;
+            emit(n, 0);
+          }
+          break;
         case W_AFTER: {
           state m = s;
           m.t[i].pc = W_FIND;
@@ -551,7 +635,7 @@ class checker {
           emit(n, 0);
           break;
         case W_PARK3:
-          u.pc = (s.q > 0 || s.stopping) ? W_PARK4 : W_WAIT;
+          u.pc = (any_queued(s) || s.stopping) ? W_PARK4 : W_WAIT;
           emit(n, 0);
           break;
         case W_PARK4:
@@ -607,7 +691,7 @@ class checker {
           emit(n, 0);
           break;
         case W_BLOCK4:
-          if (s.q > 0 && c_.v != variant::blocking_flush_no_wake)
+          if (any_queued(s) && c_.v != variant::blocking_flush_no_wake)
             call_wake(u, W_BLOCKED);
           else
             u.pc = W_BLOCKED;
@@ -772,7 +856,7 @@ class checker {
           emit(n, 0);
           break;
         case G_CLIMB:
-          if (s.processing < s.goal && s.q > 0)
+          if (s.processing < s.goal && any_queued(s))
             call_wake(u, G_IDLE);
           else
             u.pc = G_IDLE;
@@ -848,7 +932,7 @@ class checker {
   // The gate's starvation rule, where it is the policy's job: work is queued, the goal's workers
   // all process, and each of them is blocked (nobody else will look at the queues).
   bool starving(const state& s) const {
-    if (s.q == 0 || s.processing < s.goal) return false;
+    if (!any_queued(s) || s.processing < s.goal) return false;
     for (int w = 0; w < kMaxWorkers; ++w) {
       const int p = s.t[w].pc;
       if (p == W_ABSENT || p == W_GONE || in_idle(s, w)) continue;
@@ -867,13 +951,15 @@ class checker {
       who = st.thread == kGate ? "gate" : "shutdown";
     std::string what = pc_name(st.from_pc);
     if (st.from_pc == W_FIND || st.from_pc == W_SPIN) {
-      static const char* const c[] = {" -> took an item", " -> found nothing", " -> took a stale next-slot item"};
+      static const char* const c[] = {" -> took an item", " -> found nothing", " -> took a stale next-slot item",
+                                      " -> stole a fork job"};
       what += c[st.choice];
     }
     if (st.from_pc == W_RUN) {
       static const char* const c[] = {"", " -> queues a child", " -> wakes a coroutine into its next slot",
                                       " -> wakes a coroutine into its next slot (+ wake protocol)",
-                                      " -> enters a blocking_scope", " -> waits outside a blocking_scope"};
+                                      " -> enters a blocking_scope", " -> waits outside a blocking_scope",
+                                      " -> fork_push (push, then look)", " -> fork_push (look, then push)"};
       what += c[st.choice];
     }
     if (st.from_pc == W_MAYSPIN && st.choice == 1) what += " -> no";
@@ -897,6 +983,8 @@ class checker {
       if (s.t[w].signal & kWoken) r += "(signalled)";
       if (s.t[w].signal & kStop) r += "(asked to stop)";
       if (s.t[w].slot) r += "(next slot: 1)";
+      if (s.t[w].fork != 0) r += "(fork job: " + std::to_string(s.t[w].fork) + ")";
+      if (s.t[w].runs_fork != 0) r += "(runs w" + std::to_string(s.t[w].runs_fork - 1) + "'s fork job)";
     }
     return r;
   }
@@ -948,6 +1036,9 @@ std::vector<config> real_configs() {
       {"fresh: 1 producer x 1, 1 worker/max 2, slot, blocked for good", 1, 1, 1, 2, 1, {0, 1, 1, 0, false}},
       {"parked: 1 producer x 1, 2 workers, slot, shutdown", 1, 1, 2, 2, 2, {0, 1, 0, 0}, true, -1, false, true, true},
       {"parked: 1 producer x 2, 2 workers, 1 child, goal 1", 1, 2, 2, 2, 1, {1, 0, 0, 0}, true, -1, false, false, true},
+      {"parked: 1 producer x 1, 2 workers, fork", 1, 1, 2, 2, 2, {0, 0, 0, 0, true, 1}, true, -1, false, false, true},
+      {"fresh: 1 producer x 1, 2 workers, 2 forks", 1, 1, 2, 2, 2, {0, 0, 0, 0, true, 2}},
+      {"parked: 1 producer x 1, 2 workers, fork, block ends", 1, 1, 2, 2, 1, {0, 0, 1, 0, true, 1}, true, -1, false, false, true},
   };
   if (tpl_test::scaled(1, 0) != 0) {
     v.push_back({"fresh: 1 producer x 2, 2 workers", 1, 2, 2, 2, 2});
@@ -966,6 +1057,8 @@ std::vector<config> real_configs() {
     v.push_back({"fresh: 1 producer x 1, 2 workers, child, shutdown", 1, 1, 2, 2, 2, {1, 0, 0, 0}, true, -1, false, true});
     v.push_back({"parked: 2 producers x 1, 2 workers, shutdown", 2, 1, 2, 2, 2, {}, true, -1, false, true, true});
     v.push_back({"parked: 1 producer x 1, 2 workers, slot, block, shutdown", 1, 1, 2, 2, 1, {0, 1, 1, 0}, true, -1, false, true, true});
+    v.push_back({"parked: 1 producer x 2, 2 workers, fork, child", 1, 2, 2, 2, 2, {1, 0, 0, 0, true, 1}, true, -1, false, false, true});
+    v.push_back({"fresh: 1 producer x 1, 2 workers, fork, shutdown", 1, 1, 2, 2, 2, {0, 0, 0, 0, true, 1}, true, -1, false, true});
   }
   // Bigger configurations (tens of millions of transitions, minutes): TPL_MODEL_EXTENDED=1.
   if (const char* e = std::getenv("TPL_MODEL_EXTENDED"); e != nullptr && std::strcmp(e, "1") == 0) {
@@ -999,6 +1092,8 @@ std::vector<config> broken_configs() {
              {"", 1, 1, 2, 2, 2, {}, true, -1, false, true, true}),
       broken("broken: a waker's give-back looks only for idle workers", variant::giveback_rechecks_idle_only,
              {"", 1, 1, 1, 2, 1, {0, 1, 1, 0, false}}),
+      broken("broken: a fork join waits for a thief instead of taking its job back", variant::fork_join_waits_for_thief,
+             {"", 1, 1, 2, 2, 2, {0, 0, 0, 0, true, 1}, true, -1, false, false, true}),
   };
 }
 
