@@ -574,10 +574,9 @@ class checker {
           emit(n, 0);
           break;
         case W_FORKJOIN:
-          if (t.fork == kForkQueued && c_.v != variant::fork_join_waits_for_thief) {
-            u.fork = 0;  // taken back: runs here as a plain call
-            u.pc = W_RUN;
-          } else if (t.fork == kForkDone) {
+          // The pop returns the job if nobody stole it (it runs here as a plain call); a stolen
+          // job may be done already.
+          if ((t.fork == kForkQueued && c_.v != variant::fork_join_waits_for_thief) || t.fork == kForkDone) {
             u.fork = 0;
             u.pc = W_RUN;
           } else {
