@@ -19,29 +19,29 @@
 
 namespace tpl::detail {
 
+// What the two promise types share: the frame from the frame pool, freed at the end, and a body
+// that must not throw.
+struct fire_and_forget_promise {
+  std::suspend_never final_suspend() noexcept { return {}; }
+  void return_void() noexcept {}
+  void unhandled_exception() noexcept { std::terminate(); }
+  static void* operator new(std::size_t n) { return frame_alloc(n); }
+  static void operator delete(void* p, std::size_t n) noexcept { frame_free(p, n); }
+};
+
 struct detached {
-  struct promise_type {
+  struct promise_type : fire_and_forget_promise {
     detached get_return_object() noexcept { return {}; }
     std::suspend_never initial_suspend() noexcept { return {}; }
-    std::suspend_never final_suspend() noexcept { return {}; }
-    void return_void() noexcept {}
-    void unhandled_exception() noexcept { std::terminate(); }
-    static void* operator new(std::size_t n) { return frame_alloc(n); }
-    static void operator delete(void* p, std::size_t n) noexcept { frame_free(p, n); }
   };
 };
 
 struct suspended_item {
-  struct promise_type {
+  struct promise_type : fire_and_forget_promise {
     suspended_item get_return_object() noexcept {
       return suspended_item{std::coroutine_handle<promise_type>::from_promise(*this)};
     }
     std::suspend_always initial_suspend() noexcept { return {}; }
-    std::suspend_never final_suspend() noexcept { return {}; }
-    void return_void() noexcept {}
-    void unhandled_exception() noexcept { std::terminate(); }
-    static void* operator new(std::size_t n) { return frame_alloc(n); }
-    static void operator delete(void* p, std::size_t n) noexcept { frame_free(p, n); }
   };
   std::coroutine_handle<promise_type> handle;
 };
