@@ -78,19 +78,15 @@ fork_placement fork_push(fork_job* j) {
 
 namespace {
 
-// The rest of a join whose pop did not return the job (top: what it returned instead, or null).
+// The rest of a join whose first pop did not return the job: top is a coroutine above it, or
+// null (the deque is empty: the job was stolen).
 TPL_NOINLINE void fork_join_local_slow(fork_job* j, void* top) noexcept {
   using impl = thread_pool::impl;
   impl::thread_context& ctx = impl::t_context;
   impl& pool = *ctx.pool;
   impl::worker& self = *ctx.self;
   void* const mine = tag(j);
-  for (;;) {
-    if (top == mine) {
-      fork_execute(j);  // taken back: nobody else saw it
-      return;
-    }
-    if (top == nullptr) break;
+  while (top != nullptr) {
     // A coroutine the invoker's functions queued and did not wait for (never a fork job: every
     // invoke joins all of its own before it returns). It goes where any worker takes it; push
     // can throw only when the fair queue cannot grow.
@@ -101,6 +97,10 @@ TPL_NOINLINE void fork_join_local_slow(fork_job* j, void* top) noexcept {
       pool.run_nested(self, top);  // no room to move it: run it here rather than lose it
     }
     top = self.local.pop();
+    if (top == mine) {
+      fork_execute(j);  // taken back: nobody else saw it
+      return;
+    }
   }
   pool.wait_for_stolen(self, j);
 }
