@@ -74,10 +74,7 @@ void thread_pool::impl::blocking_end() {
     update_goal(thread_pool_reason::unblocked);
 }
 
-void thread_pool::impl::kick_gate() {
-  // seq_cst: pairs with the gate's store of gate_idle and its re-check of the counts and queues
-  // (Dekker): either we see it idle and wake it, or it sees our state change and stays awake.
-  if (!gate_idle.load(std::memory_order_seq_cst)) return;
+void thread_pool::impl::kick_idle_gate() {
   std::lock_guard g(gate_lock);
   gate_kicked = true;
   gate_cv.notify_one();

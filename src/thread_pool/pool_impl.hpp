@@ -270,7 +270,33 @@ struct thread_pool::impl {
 
   void note_demand() { kick_gate(); }
 
-  void wake_one_if_needed();
+  // The wake check after every push. Its two common exits are here, inline: a worker already
+  // spins, or every allowed worker is busy (then the gate is kicked, which is one load while it
+  // watches). The rest is wake_one_slow(), which goes on from the values read here: the loads
+  // and their order are those of one loop (wake_protocol.cpp), split so that the common exits
+  // save no registers and make no call.
+  void wake_one_if_needed() {
+    // seq_cst loads: the parking protocol's Dekker handshake (wake_protocol.cpp).
+    if (spinning.load(std::memory_order_seq_cst) != 0) return;
+    const int idle_now = idle_count.load(std::memory_order_seq_cst);
+    const std::uint64_t counts_seen = counts.load(std::memory_order_seq_cst);
+    const detail::thread_counts c = detail::thread_counts::unpack(counts_seen);
+    if (c.processing >= c.goal) {
+      // Every allowed worker is busy: the gate watches for starvation.
+      note_demand();
+      return;
+    }
+    wake_one_slow(idle_now, counts_seen);
+  }
+  // seq_cst: pairs with the gate's store of gate_idle and its re-check of the counts and queues
+  // (Dekker): either we see it idle and wake it, or it sees our state change and stays awake.
+  void kick_gate() {
+    if (gate_idle.load(std::memory_order_seq_cst)) kick_idle_gate();
+  }
+
+  // wake_one_if_needed() past its inline exits: below the goal, with idle_now and counts_seen
+  // as it read them.
+  TPL_NOINLINE void wake_one_slow(int idle_now, std::uint64_t counts_seen);
 
   worker* pop_idle_within_goal();
 
@@ -332,7 +358,8 @@ struct thread_pool::impl {
 
   void blocking_end();
 
-  void kick_gate();
+  // kick_gate() once it saw the gate idle: wakes it under gate_lock.
+  TPL_NOINLINE void kick_idle_gate();
 
   // Wakes the gate whatever it is doing (it re-plans its next wake-up).
   void wake_gate();

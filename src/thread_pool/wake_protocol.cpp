@@ -33,18 +33,11 @@ namespace tpl {
 
 using namespace pool_detail;
 
-void thread_pool::impl::wake_one_if_needed() {
+void thread_pool::impl::wake_one_slow(int idle_now, std::uint64_t counts_seen) {
+  // Entered below the goal with what wake_one_if_needed() (pool_impl.hpp) read; each further
+  // round reads the same words in the same order at its end.
   for (;;) {
-    // seq_cst loads: the parking protocol's Dekker handshake.
-    if (spinning.load(std::memory_order_seq_cst) != 0) return;
-    const int idle_now = idle_count.load(std::memory_order_seq_cst);
-    const std::uint64_t counts_seen = counts.load(std::memory_order_seq_cst);
     const detail::thread_counts c = detail::thread_counts::unpack(counts_seen);
-    if (c.processing >= c.goal) {
-      // Every allowed worker is busy: the gate watches for starvation.
-      note_demand();
-      return;
-    }
     if (idle_now == 0 && c.existing >= max_threads.load(std::memory_order_relaxed)) return;
     int expected = 0;
     if (!spinning.compare_exchange_strong(expected, 1, std::memory_order_seq_cst)) return;
@@ -72,6 +65,17 @@ void thread_pool::impl::wake_one_if_needed() {
     // delayed to the gate), the request stays given back.
     spinning.fetch_sub(1, std::memory_order_seq_cst);
     if (idle_count.load(std::memory_order_seq_cst) == 0 && counts.load(std::memory_order_seq_cst) == counts_seen) return;
+    // Look again: wake_one_if_needed()'s checks. seq_cst loads: the parking protocol's Dekker
+    // handshake.
+    if (spinning.load(std::memory_order_seq_cst) != 0) return;
+    idle_now = idle_count.load(std::memory_order_seq_cst);
+    counts_seen = counts.load(std::memory_order_seq_cst);
+    const detail::thread_counts again = detail::thread_counts::unpack(counts_seen);
+    if (again.processing >= again.goal) {
+      // Every allowed worker is busy: the gate watches for starvation.
+      note_demand();
+      return;
+    }
   }
 }
 
