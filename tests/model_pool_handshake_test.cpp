@@ -108,7 +108,9 @@ struct config {
 };
 
 // Program counters. W_*: workers; K_*: wake_one_if_needed (called by producers, workers and the
-// gate); P_*: producers; G_*: the gate; S_*: shutdown.
+// gate; its first round's checks are inline in pool_impl.hpp and the rest is wake_one_slow in
+// wake_protocol.cpp, one loop split in two with the same steps); P_*: producers; G_*: the gate;
+// S_*: shutdown.
 enum pc : std::uint8_t {
   W_ABSENT,      // no thread on this slot
   W_FIND,        // find_work(): the next slot first, then the queues
