@@ -272,21 +272,29 @@ struct thread_pool::impl {
 
   // The wake check after every push. Its two common exits are here, inline: a worker already
   // spins, or every allowed worker is busy (then the gate is kicked, which is one load while it
-  // watches). The rest is wake_one_slow(), which goes on from the values read here: the loads
-  // and their order are those of one loop (wake_protocol.cpp), split so that the common exits
-  // save no registers and make no call.
+  // watches). The rest is wake_one_slow(), which goes on from the values read here and repeats
+  // this head (wake_check_head) at the end of each further round: one loop split in two
+  // (wake_protocol.cpp), so that the common exits save no registers and make no call.
   void wake_one_if_needed() {
+    int idle_now;
+    std::uint64_t counts_seen;
+    if (wake_check_head(idle_now, counts_seen)) wake_one_slow(idle_now, counts_seen);
+  }
+  // The head of each round of the wake check: false when it is answered (a worker spins, or every
+  // allowed worker is busy and the gate was told); otherwise true, with idle_count and counts as
+  // read for the rest of the round.
+  bool wake_check_head(int& idle_now, std::uint64_t& counts_seen) {
     // seq_cst loads: the parking protocol's Dekker handshake (wake_protocol.cpp).
-    if (spinning.load(std::memory_order_seq_cst) != 0) return;
-    const int idle_now = idle_count.load(std::memory_order_seq_cst);
-    const std::uint64_t counts_seen = counts.load(std::memory_order_seq_cst);
+    if (spinning.load(std::memory_order_seq_cst) != 0) return false;
+    idle_now = idle_count.load(std::memory_order_seq_cst);
+    counts_seen = counts.load(std::memory_order_seq_cst);
     const detail::thread_counts c = detail::thread_counts::unpack(counts_seen);
     if (c.processing >= c.goal) {
       // Every allowed worker is busy: the gate watches for starvation.
       note_demand();
-      return;
+      return false;
     }
-    wake_one_slow(idle_now, counts_seen);
+    return true;
   }
   // seq_cst: pairs with the gate's store of gate_idle and its re-check of the counts and queues
   // (Dekker): either we see it idle and wake it, or it sees our state change and stays awake.

@@ -35,7 +35,7 @@ using namespace pool_detail;
 
 void thread_pool::impl::wake_one_slow(int idle_now, std::uint64_t counts_seen) {
   // Entered below the goal with what wake_one_if_needed() (pool_impl.hpp) read; each further
-  // round reads the same words in the same order at its end.
+  // round reads the same words in the same order at its end (wake_check_head).
   for (;;) {
     const detail::thread_counts c = detail::thread_counts::unpack(counts_seen);
     if (idle_now == 0 && c.existing >= max_threads.load(std::memory_order_relaxed)) return;
@@ -65,17 +65,8 @@ void thread_pool::impl::wake_one_slow(int idle_now, std::uint64_t counts_seen) {
     // delayed to the gate), the request stays given back.
     spinning.fetch_sub(1, std::memory_order_seq_cst);
     if (idle_count.load(std::memory_order_seq_cst) == 0 && counts.load(std::memory_order_seq_cst) == counts_seen) return;
-    // Look again: wake_one_if_needed()'s checks. seq_cst loads: the parking protocol's Dekker
-    // handshake.
-    if (spinning.load(std::memory_order_seq_cst) != 0) return;
-    idle_now = idle_count.load(std::memory_order_seq_cst);
-    counts_seen = counts.load(std::memory_order_seq_cst);
-    const detail::thread_counts again = detail::thread_counts::unpack(counts_seen);
-    if (again.processing >= again.goal) {
-      // Every allowed worker is busy: the gate watches for starvation.
-      note_demand();
-      return;
-    }
+    // Look again, from the head of the check.
+    if (!wake_check_head(idle_now, counts_seen)) return;
   }
 }
 
