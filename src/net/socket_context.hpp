@@ -35,10 +35,11 @@
 #include <atomic>
 #include <coroutine>
 #include <cstdint>
-#include <mutex>
+#include <mutex>  // std::lock_guard
 
 #include "socket_engine.hpp"
 #include "tpl/cancellation.hpp"
+#include "tpl/detail/short_lock.hpp"
 
 namespace tpl::net::detail {
 
@@ -77,7 +78,9 @@ class op_queue {
   bool cancel(pending_op* op) noexcept;
 
  private:
-  std::mutex lock_;
+  // A few loads and stores under it, never an allocation or a callback (tpl's short_lock: one
+  // compare-and-swap to take it, a bounded spin and then a futex sleep when it is held).
+  tpl::detail::short_lock lock_;
   std::atomic<std::uint32_t> sequence_{0};  // changed only under lock_
   pending_op* waiting_ = nullptr;
   bool closed_ = false;
