@@ -1,6 +1,7 @@
 // tests/io_test_support.hpp — what the tpl::io tests share: a fixture parameterized by engine
 // (each test runs on the pool engine and on io_uring, the latter skipped with the reason where the
-// kernel refuses io_uring), a scratch directory, and byte-pattern helpers.
+// kernel refuses io_uring; file tests also on io_uring with every read through the ring, without
+// the page-cache fast path), a scratch directory, and byte-pattern helpers.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -21,10 +22,17 @@
 
 namespace tpl_test {
 
-enum class engine_choice { pool, io_uring };
+/// io_uring: as configured by default (file reads found in the page cache complete on the calling
+/// thread); io_uring_ring_only: every operation through the ring.
+enum class engine_choice { pool, io_uring, io_uring_ring_only };
 
 inline std::string engine_name(const ::testing::TestParamInfo<engine_choice>& info) {
-  return info.param == engine_choice::pool ? "pool" : "io_uring";
+  switch (info.param) {
+    case engine_choice::pool: return "pool";
+    case engine_choice::io_uring: return "io_uring";
+    case engine_choice::io_uring_ring_only: return "io_uring_ring_only";
+  }
+  return "?";
 }
 
 /// Installs the engine under test as the one new files and pipes use, and gives each test a fresh
@@ -32,9 +40,9 @@ inline std::string engine_name(const ::testing::TestParamInfo<engine_choice>& in
 class io_engine_test : public ::testing::TestWithParam<engine_choice> {
  protected:
   void SetUp() override {
-    if (GetParam() == engine_choice::io_uring) {
+    if (GetParam() != engine_choice::pool) {
       std::string why;
-      ring_ = tpl::io::detail::make_uring_engine(&why);
+      ring_ = tpl::io::detail::make_uring_engine(&why, nullptr, GetParam() == engine_choice::io_uring);
       if (!ring_) GTEST_SKIP() << "io_uring is not available here (" << why << "); the pool engine runs these tests";
       engine_ = ring_.get();
     } else {

@@ -150,7 +150,9 @@ constexpr std::size_t io_batch_bucket(std::uint64_t events) noexcept {
 struct io_engine_stats {
   /// Operations the engine completed: a socket operation that had waited for readiness, resumed
   /// after an event (an operation that completes at once never involves the engine); an io_uring
-  /// operation resumed after its completion.
+  /// operation resumed after its completion, or a file read that the io_uring engine served from
+  /// the page cache on the thread that started it (counted in that thread's pool, or in the
+  /// default pool's from a thread outside every pool, with no wake-up).
   std::uint64_t completions = 0;
   /// Times the engine thread's wait (epoll_wait, io_uring_wait_cqe) returned with at least one
   /// event (wake-ups of the socket engine's own eventfd alone are not counted).

@@ -46,10 +46,22 @@
 // Submission failures: SQEs are queued into the shared ring before io_uring_submit; if that call
 // fails (EBUSY/EAGAIN while the completion queue is full), the SQEs stay in the ring and the
 // completion thread submits them after it has reaped, so none is lost.
+//
+// Reads from the page cache (ready(), before any of the above): a file read first tries
+// preadv2(RWF_NOWAIT) on the calling thread, which returns the data when all of it is cached and
+// EAGAIN instead of waiting for the disk. All of it (or 0 at the end of the file) completes the
+// read there, as a socket's receive completes when data is waiting: no SQE, no completion thread,
+// no hop to the pool. Anything else (EAGAIN, a part of the range, an error, a kernel or file
+// system without RWF_NOWAIT) goes to the ring as above, where the read starts again from its
+// offset into the same buffer, so the result is exactly the ring's. The fast path touches nothing
+// the hand-off protocol uses (the op never reaches suspend()), and it is skipped for a closed
+// handle or a canceled token, which suspend() reports. Writes, flushes and pipes always take the
+// ring: a buffered write with RWF_NOWAIT may still wait on the file system's locks.
 #include "engine.hpp"
 
 #if TPL_HAVE_LIBURING
 #include <liburing.h>
+#include <sys/uio.h>
 
 #include <algorithm>
 #include <atomic>
@@ -90,7 +102,7 @@ int default_ring_init(unsigned entries, void* ring, unsigned flags) {
 
 class uring_engine final : public engine {
  public:
-  uring_engine() = default;
+  explicit uring_engine(bool cached_reads_inline) noexcept : cached_reads_inline_(cached_reads_inline) {}
   uring_engine(const uring_engine&) = delete;
   uring_engine& operator=(const uring_engine&) = delete;
 
@@ -130,7 +142,29 @@ class uring_engine final : public engine {
 
   io_engine kind() const noexcept override { return io_engine::io_uring; }
 
-  bool ready(io_op&) noexcept override { return false; }
+  bool ready(io_op& op) noexcept override {
+    // relaxed: a hint, cleared once when the kernel refuses RWF_NOWAIT; either value is safe.
+    if (op.code != op_code::read || op.handle->kind != handle_kind::file ||
+        !cached_reads_inline_.load(std::memory_order_relaxed))
+      return false;
+    if (op.handle->is_closed() || op.token->is_cancellation_requested()) return false;  // suspend() says so
+    const std::size_t length = std::min(op.length, kMaxBytesPerSqe);
+    iovec iov{op.buffer, length};
+    ssize_t n;
+    do {
+      n = ::preadv2(op.handle->fd, &iov, 1, static_cast<off_t>(op.offset), RWF_NOWAIT);
+    } while (n < 0 && errno == EINTR);
+    if (n < 0) {
+      // EOPNOTSUPP: this kernel or file system has no RWF_NOWAIT for reads; stop asking.
+      if (errno == EOPNOTSUPP) cached_reads_inline_.store(false, std::memory_order_relaxed);
+      return false;
+    }
+    if (n != 0 && static_cast<std::size_t>(n) != length) return false;  // a part: the ring decides
+    op.result = n;
+    op.completed_in_ready = true;
+    tpl::detail::count_io_completion(tpl::detail::io_kind::uring);
+    return true;
+  }
 
   bool suspend(io_op& op, std::coroutine_handle<> continuation) noexcept override {
     {
@@ -187,6 +221,7 @@ class uring_engine final : public engine {
   }
 
   void complete(io_op& op) noexcept override {
+    if (op.completed_in_ready) return;  // never reached suspend(): nothing to undo
     op.registration.reset();  // waits for a token callback running elsewhere
     if (op.in_pending_list) {
       io_handle& h = *op.handle;
@@ -319,6 +354,7 @@ class uring_engine final : public engine {
     }
   }
 
+  std::atomic<bool> cached_reads_inline_;
   io_uring ring_{};
   bool ring_ready_ = false;
   std::mutex ring_mutex_;  // the submission side of ring_, stopping_
@@ -337,8 +373,8 @@ class uring_engine final : public engine {
 
 }  // namespace
 
-std::unique_ptr<engine> make_uring_engine(std::string* why, ring_init_fn init) {
-  auto e = std::make_unique<uring_engine>();
+std::unique_ptr<engine> make_uring_engine(std::string* why, ring_init_fn init, bool cached_reads_inline) {
+  auto e = std::make_unique<uring_engine>(cached_reads_inline);
   if (const int r = e->start(init != nullptr ? init : &default_ring_init); r < 0) {
     if (why != nullptr) *why = std::string("io_uring_queue_init refused: ") + std::strerror(-r);
     return nullptr;
@@ -348,7 +384,7 @@ std::unique_ptr<engine> make_uring_engine(std::string* why, ring_init_fn init) {
 
 #else  // !TPL_HAVE_LIBURING
 
-std::unique_ptr<engine> make_uring_engine(std::string* why, ring_init_fn) {
+std::unique_ptr<engine> make_uring_engine(std::string* why, ring_init_fn, bool) {
   if (why != nullptr) *why = "tpl was built without liburing";
   return nullptr;
 }
