@@ -2,6 +2,8 @@
 #
 #   make deps                 install missing Debian packages (apt-get)
 #   make test                 release, debug-asan, tsan, fuzz, libcxx: configure + build + ctest
+#                             (ctest runs JOBS tests at a time; the install and bench tests,
+#                             which build or time things, run alone: RUN_SERIAL)
 #                             (release and debug-asan include a short tpl_soak run; fuzz builds
 #                             only the library and the libFuzzer targets and runs each over its
 #                             corpus plus a bounded number of fuzzing runs)
@@ -101,7 +103,7 @@ define run_preset
 	start=$$(date +%s); \
 	cmake --preset $(1); \
 	cmake --build --preset $(1) -j$(JOBS); \
-	env $(ENV_$(1)) ctest --preset $(1); \
+	env $(ENV_$(1)) ctest --preset $(1) -j$(JOBS); \
 	echo "==  tpl: configuration '$(1)' PASSED in $$(( $$(date +%s) - start )) s"
 endef
 
