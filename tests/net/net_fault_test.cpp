@@ -72,8 +72,8 @@ TEST(net_fault, peer_closing_mid_receive_gives_zero) {
 // A short read (less than the buffer holds) does not take the peer's end of stream with the data:
 // the next recv returns 0, and no further edge announces it. A receive must therefore not take a
 // short read as proof that nothing is left and wait for an edge without asking the kernel (tokio
-// skips that recv; tpl does not, docs/benchmarks.md "A receive that skips its syscall after a
-// short read", and such a skip would hang here). Each round has it both ways: the data and the
+// skips that recv; tpl does not, docs/io.md "A receive that skips its system call after a short
+// read", and such a skip would hang here). Each round has it both ways: the data and the
 // end of stream arriving while a receive waits (in one edge or two), and, on the other socket,
 // already there when the receives start.
 TEST(net_fault, the_end_of_stream_after_a_short_read_is_seen_not_waited_for) {
