@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <array>
 #include <span>
+#include <thread>
+#include <vector>
 
 #include <tpl/detail/frame_pool.hpp>
 #include <tpl/net.hpp>
@@ -103,4 +105,40 @@ TEST(allocations, socket_operations_that_complete_at_once_allocate_nothing) {
   }
   EXPECT_EQ(fewest, 0);
   EXPECT_GT(at_once, 0);
+}
+
+// A receive and a send that wait take no coroutine frame: they wait in their socket's reusable
+// operations (src/net/op_source.hpp). With this thread's frame cache and the shared transfer
+// lists emptied, a frame would come from ::operator new and be counted.
+TEST(allocations, a_receive_and_a_send_that_wait_take_no_frame) {
+  auto connect = [](tpl::net::tcp_listener& l) {
+    auto accepted = l.accept_async().as_task();
+    tpl::net::tcp_socket c;
+    tpl::sync_wait(c.connect_async(l.local_endpoint()));
+    return std::pair{std::move(c), tpl::sync_wait(std::move(accepted))};
+  };
+  tpl::net::tcp_listener listener(tpl::net::endpoint(tpl::net::ip_address::ipv4_loopback(), 0));
+  auto [quiet_client, quiet_server] = connect(listener);  // nobody sends: its receive waits
+  auto [full_client, full_server] = connect(listener);    // nobody reads: a big send waits
+  std::array<std::byte, 64> in{};
+  std::vector<std::byte> big(16u << 20, std::byte{1});
+  // A worker the pool starts meanwhile allocates for its thread: the best of a few rounds must be 0.
+  long fewest = -1;
+  for (int round = 0; round < 5 && fewest != 0; ++round) {
+    tpl::detail::frame_pool_release_caches_for_testing();
+    const long before = tpl_alloc::allocations();
+    auto receive = quiet_server.receive_async(in);
+    auto send = full_client.send_async(big);
+    const long allocated = tpl_alloc::allocations() - before;
+    ASSERT_FALSE(receive.is_completed());
+    ASSERT_FALSE(send.is_completed());
+    fewest = fewest < 0 ? allocated : std::min(fewest, allocated);
+    tpl::sync_wait(quiet_client.send_async(std::span<const std::byte>(in.data(), 1)));
+    EXPECT_EQ(tpl::sync_wait(std::move(receive)), 1u);
+    std::vector<std::byte> sink(big.size());
+    std::thread reader([&] { tpl::sync_wait(full_server.receive_exactly_async(sink)); });
+    tpl::sync_wait(std::move(send));
+    reader.join();
+  }
+  EXPECT_EQ(fewest, 0);
 }

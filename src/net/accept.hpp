@@ -13,6 +13,7 @@
 #include <cstdint>
 
 #include "operations.hpp"
+#include "socket_context.hpp"
 #include "tpl/time_provider.hpp"
 #include "tpl/value_task.hpp"
 

@@ -1,14 +1,12 @@
 // network_stream: a read buffer with line and exact reads, and a write buffer, over a socket.
 // Its slow paths (a coroutine frame each, taken only when the buffer cannot serve the read) await
-// the socket's receive directly (receive_awaiter.hpp), so a read that waits for the network costs
-// that one frame, not a second one for receive_async's own slow path.
+// the socket's receive_async, which waits in the socket's reusable receive source (op_source.hpp)
+// when it has to, so a read that waits for the network costs that one frame.
 #include "tpl/net/network_stream.hpp"
 
 #include <algorithm>
 #include <cstring>
 #include <stdexcept>
-
-#include "receive_awaiter.hpp"
 
 namespace tpl::net {
 
@@ -63,8 +61,7 @@ value_task<std::optional<std::string_view>> network_stream::read_line_slow(cance
         throw std::length_error("tpl::net::network_stream: a line is longer than max_line_bytes");
       read_buffer_.resize(std::min(read_buffer_.size() * 2, options_.max_line_bytes));
     }
-    const std::size_t n = co_await detail::receive_awaiter(
-        socket_->context("receive_async"),
+    const std::size_t n = co_await socket_->receive_async(
         std::span<std::byte>(read_buffer_.data() + read_end_, read_buffer_.size() - read_end_), token);
     if (n == 0) {
       at_end_ = true;
@@ -91,12 +88,12 @@ value_task<std::size_t> network_stream::read_async(std::span<std::byte> buffer, 
 value_task<std::size_t> network_stream::read_slow(std::span<std::byte> buffer, cancellation_token token) {
   read_begin_ = read_end_ = scanned_ = 0;
   if (buffer.size() >= read_buffer_.size()) {  // large reads go straight to the caller's memory
-    const std::size_t n = co_await detail::receive_awaiter(socket_->context("receive_async"), buffer, token);
+    const std::size_t n = co_await socket_->receive_async(buffer, token);
     if (n == 0) at_end_ = true;
     co_return n;
   }
   const std::size_t got =
-      co_await detail::receive_awaiter(socket_->context("receive_async"), std::span<std::byte>(read_buffer_), token);
+      co_await socket_->receive_async(std::span<std::byte>(read_buffer_), token);
   if (got == 0) {
     at_end_ = true;
     co_return 0;

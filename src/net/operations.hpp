@@ -1,6 +1,7 @@
 // The socket operations (internal): each is a pending_op whose attempt() makes one system call
-// (retrying EINTR) and says whether it is done or must wait for readiness. They live in the slow
-// path's coroutine frame, or on the stack of a fast path that finishes at once.
+// (retrying EINTR) and says whether it is done or must wait for readiness. They live on the stack
+// of a fast path that finishes at once, in a direction's reusable op_source (a stream socket's
+// receive or send that waits), or in a slow path's coroutine frame (the other operations).
 #pragma once
 
 #include <poll.h>
@@ -10,7 +11,7 @@
 #include <cstddef>
 #include <span>
 
-#include "socket_context.hpp"
+#include "pending_op.hpp"
 #include "sockaddr.hpp"
 
 namespace tpl::net::detail {
@@ -20,6 +21,7 @@ inline bool would_block(int e) noexcept { return e == EAGAIN || e == EWOULDBLOCK
 struct receive_op : pending_op {
   std::span<std::byte> buffer;
   std::size_t received = 0;
+  receive_op() noexcept : receive_op(std::span<std::byte>{}) {}
   explicit receive_op(std::span<std::byte> b) noexcept : buffer(b) { attempt = &run; }
   static attempt_result run(pending_op* p, int fd) noexcept {
     auto* self = static_cast<receive_op*>(p);
@@ -41,6 +43,7 @@ struct receive_op : pending_op {
 struct send_op : pending_op {
   std::span<const std::byte> data;
   std::size_t sent = 0;
+  send_op() noexcept : send_op(std::span<const std::byte>{}) {}
   explicit send_op(std::span<const std::byte> d) noexcept : data(d) { attempt = &run; }
   static attempt_result run(pending_op* p, int fd) noexcept {
     auto* self = static_cast<send_op*>(p);

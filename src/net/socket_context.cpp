@@ -116,7 +116,7 @@ bool socket_context::wait(op_queue& q, pending_op& op, std::uint32_t observed, c
       op.cancel_requested.store(true, std::memory_order_relaxed);
       if (q.cancel(&op)) {
         op.error = kCanceled;
-        tpl::detail::dispatch(op.continuation);  // never inside cancel(): the canceler's stack
+        finish(op, /*queued=*/true);  // never inside cancel(): the canceler's stack
       }
     });
   }
@@ -149,7 +149,7 @@ void socket_context::drive(op_queue& q) noexcept {
   }
   // Counted before the continuation runs: whoever awaits the operation sees it counted.
   tpl::detail::count_io_completion(tpl::detail::io_kind::socket);
-  tpl::detail::resume_inline(op->continuation);
+  finish(*op, /*queued=*/false);
 }
 
 void socket_context::on_readiness(std::uint32_t bits) noexcept {
@@ -171,7 +171,7 @@ void socket_context::close() noexcept {
   for (pending_op* op : {r, w}) {
     if (op == nullptr) continue;
     op->error = kAborted;
-    tpl::detail::dispatch(op->continuation);  // never inside close(): it may be a destructor
+    finish(*op, /*queued=*/true);  // never inside close(): it may be a destructor
   }
 }
 

@@ -37,28 +37,13 @@
 #include <cstdint>
 #include <mutex>  // std::lock_guard
 
+#include "op_source.hpp"
+#include "pending_op.hpp"
 #include "socket_engine.hpp"
 #include "tpl/cancellation.hpp"
 #include "tpl/detail/short_lock.hpp"
 
 namespace tpl::net::detail {
-
-enum class attempt_result : std::uint8_t { done, would_block };
-
-/// The operation's outcome beyond an errno value.
-inline constexpr int kAborted = -1;   ///< the socket was closed while it was pending
-inline constexpr int kCanceled = -2;  ///< its token was canceled while it waited
-inline constexpr int kBusy = -3;      ///< another operation of the same direction was waiting
-
-/// One pending operation; lives in its awaiter, in the waiting coroutine's frame.
-struct pending_op {
-  /// Makes the syscall (EINTR retried inside); on `done` it has set `error` (0 on success) and
-  /// its own result fields.
-  attempt_result (*attempt)(pending_op* self, int fd) noexcept = nullptr;
-  int error = 0;
-  std::atomic<bool> cancel_requested{false};
-  std::coroutine_handle<> continuation;
-};
 
 /// One direction of one socket: the sequence number, the waiting slot and `closed`.
 class op_queue {
@@ -95,6 +80,9 @@ class socket_context final : public readiness_target {
   int fd() const noexcept { return fd_; }
   op_queue& reads() noexcept { return reads_; }
   op_queue& writes() noexcept { return writes_; }
+  /// The reusable operations a stream socket's receive and send wait in (op_source.hpp).
+  op_source<receive_op>& receive_source() noexcept { return receive_source_; }
+  op_source<send_op>& send_source() noexcept { return send_source_; }
 
   /// A use of the descriptor: false once close() was called (the caller reports "aborted").
   bool fd_acquire() noexcept;
@@ -132,6 +120,8 @@ class socket_context final : public readiness_target {
   std::atomic<bool> close_started_{false};
   op_queue reads_;
   op_queue writes_;
+  op_source<receive_op> receive_source_{*this};
+  op_source<send_op> send_source_{*this};
 };
 
 /// A counted reference to a context (slow-path coroutines hold one, so a socket object may be

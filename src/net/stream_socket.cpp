@@ -1,15 +1,18 @@
-// stream_socket: receive / send with a synchronous fast path and a coroutine slow path.
+// stream_socket: receive / send with a synchronous fast path and a reusable slow path.
 //
 // Fast path: read the direction's sequence number, make the system call; data or room at once
-// gives a completed value_task (no frame, no allocation). Otherwise the slow path, a value_task
-// coroutine whose frame comes from tpl's frame pool (so nothing is allocated in steady state),
-// waits through socket_context's handshake, starting from the number the fast path read (no
-// second system call before it registers).
+// gives a completed value_task (no frame, no allocation). Otherwise the operation waits through
+// socket_context's handshake, starting from the number the fast path read (no second system call
+// before it registers), in the direction's reusable op_source: the value_task names that source,
+// and no coroutine frame is taken. Only when the source is held by another operation (a second
+// concurrent operation of the direction, which the handshake then reports, or a value_task never
+// awaited), or to report an error, does a coroutine (a frame from tpl's frame pool) take over.
 #include <sys/socket.h>
 
 #include <string>
 
 #include "operations.hpp"
+#include "socket_context.hpp"
 #include "tpl/net/stream_socket.hpp"
 
 namespace tpl::net {
@@ -50,6 +53,15 @@ value_task<std::size_t> receive_on(detail::socket_context& c, std::span<std::byt
     if (c.attempt(op) == attempt_result::done) {
       if (op.error == 0) return value_task<std::size_t>(op.received);
       error = op.error;
+    } else if (auto& source = c.receive_source(); source.try_claim()) {
+      detail::receive_op& waiting = source.op();
+      waiting.buffer = buffer;
+      waiting.received = 0;
+      if (c.wait(c.reads(), source.begin(), observed, token, source.registration())) return source.waiting();
+      const std::size_t received = waiting.received;
+      error = waiting.error;
+      source.end_unawaited();
+      if (error == 0) return value_task<std::size_t>(received);
     }
   }
   return receive_slow(context_ref(&c), buffer, token, observed, error);
@@ -98,8 +110,19 @@ value_task<> stream_socket::send_async(std::span<const std::byte> data, const ca
     if (c.attempt(op) == attempt_result::done) {
       if (op.error == 0) return value_task<>::completed();
       error = op.error;
+      sent = op.sent;
+    } else if (auto& source = c.send_source(); source.try_claim()) {
+      detail::send_op& waiting = source.op();
+      waiting.data = data;
+      waiting.sent = op.sent;
+      if (c.wait(c.writes(), source.begin(), observed, token, source.registration())) return source.waiting();
+      sent = waiting.sent;
+      error = waiting.error;
+      source.end_unawaited();
+      if (error == 0) return value_task<>::completed();
+    } else {
+      sent = op.sent;
     }
-    sent = op.sent;
   }
   return send_slow(context_ref(&c), data, sent, token, observed, error);
 }

@@ -12,6 +12,7 @@
 
 #include "accept.hpp"
 #include "operations.hpp"
+#include "socket_context.hpp"
 #include "tpl/net/socket_error.hpp"
 #include "tpl/net/tcp_listener.hpp"
 #include "tpl/net/tcp_socket.hpp"

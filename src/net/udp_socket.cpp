@@ -4,6 +4,7 @@
 #include <cerrno>
 
 #include "operations.hpp"
+#include "socket_context.hpp"
 #include "tpl/net/socket_error.hpp"
 #include "tpl/net/udp_socket.hpp"
 

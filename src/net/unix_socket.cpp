@@ -6,6 +6,7 @@
 
 #include "accept.hpp"
 #include "operations.hpp"
+#include "socket_context.hpp"
 #include "tpl/net/socket_error.hpp"
 #include "tpl/net/unix_socket.hpp"
 

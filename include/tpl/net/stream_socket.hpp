@@ -30,8 +30,6 @@
 
 namespace tpl::net {
 
-class network_stream;
-
 class stream_socket : public socket_base {
  public:
   /// Receives at least one byte (up to buffer.size()), or 0 at the end of the stream (or for an
@@ -52,9 +50,6 @@ class stream_socket : public socket_base {
   void shutdown_send();
 
  protected:
-  // network_stream's slow paths await the receive directly on the socket's context (no frame of
-  // receive_async's own when they wait).
-  friend class network_stream;
   stream_socket() noexcept = default;
   using socket_base::socket_base;
 };

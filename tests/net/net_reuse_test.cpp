@@ -1,0 +1,175 @@
+// A stream socket's receive and send that wait do so in a reusable operation per direction
+// (src/net/op_source.hpp): these tests run many waiting operations on one socket, completed,
+// canceled, aborted and blocked on, and race cancel against completion, checking that each result
+// belongs to its own operation and that nothing is lost or left waiting. Bounded counts.
+#include <array>
+#include <cstring>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "net_test_support.hpp"
+
+namespace {
+
+using namespace std::string_literals;
+
+template <class Awaitable>
+std::exception_ptr failure_of(Awaitable a) {
+  try {
+    (void)tpl::sync_wait(std::move(a));
+  } catch (...) {
+    return std::current_exception();
+  }
+  return nullptr;
+}
+
+std::array<std::byte, 4> message(int i) {
+  std::array<std::byte, 4> m;
+  std::memcpy(m.data(), &i, sizeof i);
+  return m;
+}
+
+/// Receives exactly n bytes on s (blocking the caller) and returns them.
+std::vector<std::byte> drain(tpl::net::tcp_socket& s, std::size_t n) {
+  std::vector<std::byte> all(n);
+  if (n != 0) tpl::sync_wait(s.receive_exactly_async(all));
+  return all;
+}
+
+}  // namespace
+
+TEST(net_reuse, waiting_receives_complete_or_cancel_one_after_another_without_losing_a_byte) {
+  auto p = net_test::connected_pair();
+  int next_to_send = 0, next_expected = 0;
+  for (int i = 0; i < 300; ++i) {
+    std::array<std::byte, 4> buf{};
+    tpl::cancellation_token_source cts;
+    auto pending = p.server.receive_async(buf, cts.token());
+    ASSERT_FALSE(pending.is_completed());  // nothing was sent: it waits
+    if (i % 3 == 2) {
+      cts.cancel();
+      EXPECT_THROW(tpl::sync_wait(std::move(pending)), tpl::operation_canceled);
+      // What the canceled receive did not take is the next receive's.
+      const auto m = message(next_to_send++);
+      tpl::sync_wait(p.client.send_async(m));
+      EXPECT_EQ(drain(p.server, 4), std::vector<std::byte>(m.begin(), m.end()));
+      ++next_expected;
+      continue;
+    }
+    const auto m = message(next_to_send++);
+    tpl::sync_wait(p.client.send_async(m));
+    std::size_t got = tpl::sync_wait(std::move(pending));
+    if (got < 4) got += tpl::sync_wait(p.server.receive_async(std::span(buf).subspan(got)));  // loopback may split
+    ASSERT_EQ(got, 4u);
+    EXPECT_EQ(buf, message(next_expected++));
+  }
+}
+
+TEST(net_reuse, waiting_sends_complete_or_cancel_one_after_another_and_report_what_went_out) {
+  auto p = net_test::connected_pair();
+  // More than the socket buffers hold while nobody reads: each send waits.
+  std::vector<std::byte> data(16u << 20);
+  for (int i = 0; i < 6; ++i) {
+    std::fill(data.begin(), data.end(), static_cast<std::byte>(i + 1));
+    tpl::cancellation_token_source cts;
+    auto pending = p.client.send_async(data, cts.token());
+    ASSERT_FALSE(pending.is_completed());
+    std::size_t sent = data.size();
+    if (i % 2 == 1) {
+      cts.cancel();
+      const auto e = failure_of(std::move(pending));
+      ASSERT_TRUE(e);
+      try {
+        std::rethrow_exception(e);
+      } catch (const tpl::net::send_canceled& c) {
+        sent = c.bytes_sent();
+      }
+      EXPECT_GT(sent, 0u);
+      EXPECT_LT(sent, data.size());
+      EXPECT_EQ(drain(p.server, sent), std::vector<std::byte>(sent, static_cast<std::byte>(i + 1)));
+    } else {
+      std::vector<std::byte> got;
+      std::thread reader([&] { got = drain(p.server, data.size()); });
+      tpl::sync_wait(std::move(pending));
+      reader.join();
+      EXPECT_EQ(got, data);
+    }
+  }
+}
+
+TEST(net_reuse, a_waiting_receive_can_be_blocked_on_from_a_thread_of_its_own) {
+  auto p = net_test::connected_pair();
+  for (int i = 0; i < 50; ++i) {
+    std::array<std::byte, 4> buf{};
+    auto pending = p.server.receive_async(buf);
+    std::thread sender([&] { tpl::sync_wait(p.client.send_async(message(i))); });
+    std::size_t got = pending.get();
+    sender.join();
+    if (got < 4) got += tpl::sync_wait(p.server.receive_async(std::span(buf).subspan(got)));
+    ASSERT_EQ(got, 4u);
+    EXPECT_EQ(buf, message(i));
+  }
+}
+
+TEST(net_reuse, destroying_the_socket_aborts_a_waiting_send_and_receive_which_outlive_it) {
+  for (int i = 0; i < 20; ++i) {
+    auto p = net_test::connected_pair();
+    std::array<std::byte, 8> buf;
+    std::vector<std::byte> data(16u << 20);
+    std::optional<tpl::net::tcp_socket> s(std::move(p.client));
+    auto receive = s->receive_async(buf);
+    auto send = s->send_async(data);
+    ASSERT_FALSE(receive.is_completed());
+    ASSERT_FALSE(send.is_completed());
+    s.reset();  // the operations keep what they wait in alive until they are awaited
+    const auto r = failure_of(std::move(receive));
+    const auto w = failure_of(std::move(send));
+    ASSERT_TRUE(r);
+    ASSERT_TRUE(w);
+    try {
+      std::rethrow_exception(r);
+    } catch (const tpl::net::socket_error& e) {
+      EXPECT_EQ(e.code(), std::errc::operation_canceled);
+    }
+  }
+}
+
+TEST(net_reuse, a_second_receive_while_one_waits_is_invalid_and_the_first_still_completes) {
+  auto p = net_test::connected_pair();
+  for (int i = 0; i < 20; ++i) {
+    std::array<std::byte, 4> a{}, b{};
+    auto first = p.client.receive_async(a);
+    ASSERT_FALSE(first.is_completed());
+    EXPECT_THROW(tpl::sync_wait(p.client.receive_async(b)), tpl::invalid_operation);
+    tpl::sync_wait(p.server.send_async(message(i)));
+    std::size_t got = tpl::sync_wait(std::move(first));
+    if (got < 4) got += tpl::sync_wait(p.client.receive_async(std::span(a).subspan(got)));
+    EXPECT_EQ(a, message(i));
+  }
+}
+
+TEST(net_reuse, cancel_racing_the_data_either_cancels_with_nothing_taken_or_completes) {
+  auto p = net_test::connected_pair();
+  int canceled = 0, completed = 0;
+  for (int i = 0; i < 400; ++i) {
+    std::array<std::byte, 4> buf{};
+    tpl::cancellation_token_source cts;
+    auto pending = p.server.receive_async(buf, cts.token());
+    std::thread canceler([&] { cts.cancel(); });
+    tpl::sync_wait(p.client.send_async(message(i)));
+    canceler.join();
+    std::size_t got = 0;
+    try {
+      got = tpl::sync_wait(std::move(pending));
+      ++completed;
+    } catch (const tpl::operation_canceled&) {
+      ++canceled;
+    }
+    // Whatever the canceled (or short) receive did not take is still there, in order.
+    while (got < 4) got += tpl::sync_wait(p.server.receive_async(std::span(buf).subspan(got)));
+    ASSERT_EQ(buf, message(i)) << "iteration " << i;
+  }
+  EXPECT_EQ(canceled + completed, 400);
+}
