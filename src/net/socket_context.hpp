@@ -15,9 +15,11 @@
 // operation sees the new number (and retries the syscall, which finds what the edge announced) or
 // the handler finds the operation waiting (and retries for it). The edge itself comes after the
 // kernel queued the data, so a syscall made after the number was read and before the edge sees
-// the data. The acquire load keeps the syscall after the read. tests/net/model_socket_readiness_
-// test.cpp checks this exhaustively, with variants that must fail (the number read after the
-// syscall; registration without the comparison; registration without looking at `closed`).
+// the data. The acquire load keeps the syscall after the read. tests/net/net_model_readiness_
+// test.cpp checks this exhaustively, with one operation object reused from one operation to the
+// next as op_source.hpp does, and variants that must fail (the number read after the syscall;
+// registration without the comparison; registration without looking at `closed`; the object
+// reused before its cancel callback is done).
 //
 // Close, cancel and the descriptor:
 //   - close() marks both directions closed and takes their waiting operations (they complete with

@@ -35,7 +35,7 @@
 // Why no readiness is lost between the engine and an operation: socket_context.hpp (an operation
 // reads its direction's sequence number before its syscall and registers as waiting only if the
 // number has not moved; the handler bumps the number under the same lock that guards the waiting
-// slot), checked by tests/net/model_socket_readiness_test.cpp.
+// slot), checked by tests/net/net_model_readiness_test.cpp.
 //
 // Lent poll duty (default mode, epoll): after queuing a batch and before requesting processing, the
 // engine thread lends its polling to the batch items and sleeps (poll_duty.hpp states the protocol
