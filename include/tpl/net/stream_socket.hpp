@@ -9,8 +9,11 @@
 //
 // Every operation first makes its system call; only if the kernel has no data (no room) does it
 // wait for the socket engine. An operation that finds data or room at once completes
-// synchronously and allocates nothing; one that waits runs its continuation on the thread pool
-// (or the engine thread in inline mode, docs/io.md). Errors are socket_error with the errno
+// synchronously and allocates nothing; one that waits allocates nothing either (a receive and a
+// send each wait in an operation object the socket keeps and reuses, as .NET's Socket does) and
+// runs its continuation on the thread pool (or the engine thread in inline mode, docs/io.md). As
+// with .NET's ValueTask, await each returned value_task once, keeping the buffer alive until
+// then: one dropped while it waits keeps the socket's bookkeeping in memory. Errors are socket_error with the errno
 // (connection reset, ...). SIGPIPE is never raised (MSG_NOSIGNAL). EINTR, short writes and
 // spurious readiness are handled inside.
 //
