@@ -11,26 +11,9 @@ namespace {
 
 using namespace std::string_literals;
 using net_test::bytes_of;
+using net_test::failure_of;
+using net_test::rethrown_as;
 using net_test::string_of;
-
-template <class Awaitable>
-std::exception_ptr failure_of(Awaitable a) {
-  try {
-    (void)tpl::sync_wait(std::move(a));
-  } catch (...) {
-    return std::current_exception();
-  }
-  return nullptr;
-}
-
-template <class E>
-E rethrown_as(const std::exception_ptr& p) {
-  try {
-    std::rethrow_exception(p);
-  } catch (const E& e) {
-    return e;
-  }
-}
 
 TEST(net_fault, connect_to_a_closed_port_is_refused_with_its_error_code) {
   tpl::net::endpoint ep;

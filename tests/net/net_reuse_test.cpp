@@ -15,15 +15,8 @@ namespace {
 
 using namespace std::string_literals;
 
-template <class Awaitable>
-std::exception_ptr failure_of(Awaitable a) {
-  try {
-    (void)tpl::sync_wait(std::move(a));
-  } catch (...) {
-    return std::current_exception();
-  }
-  return nullptr;
-}
+using net_test::failure_of;
+using net_test::rethrown_as;
 
 std::array<std::byte, 4> message(int i) {
   std::array<std::byte, 4> m;
@@ -81,11 +74,7 @@ TEST(net_reuse, waiting_sends_complete_or_cancel_one_after_another_and_report_wh
       cts.cancel();
       const auto e = failure_of(std::move(pending));
       ASSERT_TRUE(e);
-      try {
-        std::rethrow_exception(e);
-      } catch (const tpl::net::send_canceled& c) {
-        sent = c.bytes_sent();
-      }
+      sent = rethrown_as<tpl::net::send_canceled>(e).bytes_sent();
       EXPECT_GT(sent, 0u);
       EXPECT_LT(sent, data.size());
       EXPECT_EQ(drain(p.server, sent), std::vector<std::byte>(sent, static_cast<std::byte>(i + 1)));
@@ -128,11 +117,8 @@ TEST(net_reuse, destroying_the_socket_aborts_a_waiting_send_and_receive_which_ou
     const auto w = failure_of(std::move(send));
     ASSERT_TRUE(r);
     ASSERT_TRUE(w);
-    try {
-      std::rethrow_exception(r);
-    } catch (const tpl::net::socket_error& e) {
-      EXPECT_EQ(e.code(), std::errc::operation_canceled);
-    }
+    EXPECT_EQ(rethrown_as<tpl::net::socket_error>(r).code(), std::errc::operation_canceled);
+    EXPECT_EQ(rethrown_as<tpl::net::socket_error>(w).code(), std::errc::operation_canceled);
   }
 }
 

@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <exception>
 #include <span>
 #include <string>
 #include <string_view>
@@ -45,6 +46,27 @@ inline std::vector<std::byte> bytes_of(std::string_view s) {
 
 inline std::string string_of(std::span<const std::byte> b) {
   return {reinterpret_cast<const char*>(b.data()), b.size()};
+}
+
+/// The exception an awaitable fails with (nullptr if it completes).
+template <class Awaitable>
+std::exception_ptr failure_of(Awaitable a) {
+  try {
+    (void)tpl::sync_wait(std::move(a));
+  } catch (...) {
+    return std::current_exception();
+  }
+  return nullptr;
+}
+
+/// p rethrown and caught as E (the test fails with p's exception if it is not an E).
+template <class E>
+E rethrown_as(const std::exception_ptr& p) {
+  try {
+    std::rethrow_exception(p);
+  } catch (const E& e) {
+    return e;
+  }
 }
 
 /// Polls cond until true; fails the test (returns false) after the hang bound.
