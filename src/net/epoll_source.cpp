@@ -19,6 +19,7 @@
 #include <mutex>
 #include <vector>
 
+#include "raw_syscall.hpp"
 #include "readiness_source.hpp"
 #include "tpl/net/socket_error.hpp"
 
@@ -99,7 +100,7 @@ class epoll_source final : public readiness_source {
  private:
   // One epoll_wait (timeout_ms: -1 blocks, 0 returns at once) and its events into batch.
   void take(int timeout_ms, std::vector<ready_event>& batch) noexcept {
-    const int n = ::epoll_wait(epoll_fd_, events_.get(), static_cast<int>(kMaxBatch), timeout_ms);
+    const int n = sys_epoll_wait(epoll_fd_, events_.get(), static_cast<int>(kMaxBatch), timeout_ms);
     if (n < 0) return;  // EINTR; nothing else can fail on a valid epoll descriptor
     bool woken = false;
     for (int i = 0; i < n; ++i) {

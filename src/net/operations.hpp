@@ -12,6 +12,7 @@
 #include <span>
 
 #include "pending_op.hpp"
+#include "raw_syscall.hpp"
 #include "sockaddr.hpp"
 
 namespace tpl::net::detail {
@@ -26,7 +27,7 @@ struct receive_op : pending_op {
   static attempt_result run(pending_op* p, int fd) noexcept {
     auto* self = static_cast<receive_op*>(p);
     for (;;) {
-      const ssize_t n = ::recv(fd, self->buffer.data(), self->buffer.size(), 0);
+      const ssize_t n = sys_recv(fd, self->buffer.data(), self->buffer.size(), 0);
       if (n >= 0) {
         self->received = static_cast<std::size_t>(n);
         return attempt_result::done;
@@ -49,7 +50,7 @@ struct send_op : pending_op {
     auto* self = static_cast<send_op*>(p);
     while (self->sent < self->data.size()) {
       const ssize_t n =
-          ::send(fd, self->data.data() + self->sent, self->data.size() - self->sent, MSG_NOSIGNAL);
+          sys_send(fd, self->data.data() + self->sent, self->data.size() - self->sent, MSG_NOSIGNAL);
       if (n >= 0) {
         self->sent += static_cast<std::size_t>(n);
         continue;
@@ -113,7 +114,7 @@ struct send_to_op : pending_op {
   static attempt_result run(pending_op* p, int fd) noexcept {
     auto* self = static_cast<send_to_op*>(p);
     for (;;) {
-      const ssize_t n = ::sendto(fd, self->datagram.data(), self->datagram.size(), MSG_NOSIGNAL,
+      const ssize_t n = sys_sendto(fd, self->datagram.data(), self->datagram.size(), MSG_NOSIGNAL,
                                  self->to.get(), self->to.length);
       if (n >= 0) {
         self->sent = static_cast<std::size_t>(n);
@@ -136,7 +137,8 @@ struct receive_from_op : pending_op {
     auto* self = static_cast<receive_from_op*>(p);
     for (;;) {
       self->from.length = sizeof self->from.storage;
-      const ssize_t n = ::recvfrom(fd, self->buffer.data(), self->buffer.size(), 0, self->from.get(), &self->from.length);
+      const ssize_t n =
+          sys_recvfrom(fd, self->buffer.data(), self->buffer.size(), 0, self->from.get(), &self->from.length);
       if (n >= 0) {
         self->received = static_cast<std::size_t>(n);
         return attempt_result::done;
