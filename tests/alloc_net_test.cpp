@@ -15,6 +15,7 @@
 #include <tpl/tpl.hpp>
 
 #include "alloc_hook.hpp"
+#include "net/net_test_support.hpp"
 
 namespace {
 
@@ -111,15 +112,8 @@ TEST(allocations, socket_operations_that_complete_at_once_allocate_nothing) {
 // operations (src/net/op_source.hpp). With this thread's frame cache and the shared transfer
 // lists emptied, a frame would come from ::operator new and be counted.
 TEST(allocations, a_receive_and_a_send_that_wait_take_no_frame) {
-  auto connect = [](tpl::net::tcp_listener& l) {
-    auto accepted = l.accept_async().as_task();
-    tpl::net::tcp_socket c;
-    tpl::sync_wait(c.connect_async(l.local_endpoint()));
-    return std::pair{std::move(c), tpl::sync_wait(std::move(accepted))};
-  };
-  tpl::net::tcp_listener listener(tpl::net::endpoint(tpl::net::ip_address::ipv4_loopback(), 0));
-  auto [quiet_client, quiet_server] = connect(listener);  // nobody sends: its receive waits
-  auto [full_client, full_server] = connect(listener);    // nobody reads: a big send waits
+  auto quiet = net_test::connected_pair();  // nobody sends: the server's receive waits
+  auto full = net_test::connected_pair();   // nobody reads: the client's big send waits
   std::array<std::byte, 64> in{};
   std::vector<std::byte> big(16u << 20, std::byte{1});
   // A worker the pool starts meanwhile allocates for its thread: the best of a few rounds must be 0.
@@ -127,17 +121,17 @@ TEST(allocations, a_receive_and_a_send_that_wait_take_no_frame) {
   for (int round = 0; round < 5 && fewest != 0; ++round) {
     tpl::detail::frame_pool_release_caches_for_testing();
     const long before = tpl_alloc::allocations();
-    auto receive = quiet_server.receive_async(in);
-    auto send = full_client.send_async(big);
+    auto receive = quiet.server.receive_async(in);
+    auto send = full.client.send_async(big);
     const long allocated = tpl_alloc::allocations() - before;
     ASSERT_FALSE(receive.is_completed());
     ASSERT_FALSE(send.is_completed());
     fewest = fewest < 0 ? allocated : std::min(fewest, allocated);
     const std::array<std::byte, 1> one{std::byte{42}};  // not `in`: the pending receive writes there
-    tpl::sync_wait(quiet_client.send_async(one));
+    tpl::sync_wait(quiet.client.send_async(one));
     EXPECT_EQ(tpl::sync_wait(std::move(receive)), 1u);
     std::vector<std::byte> sink(big.size());
-    std::thread reader([&] { tpl::sync_wait(full_server.receive_exactly_async(sink)); });
+    std::thread reader([&] { tpl::sync_wait(full.server.receive_exactly_async(sink)); });
     tpl::sync_wait(std::move(send));
     reader.join();
   }

@@ -35,7 +35,6 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
-#include <type_traits>
 
 #include "operations.hpp"
 #include "socket_engine.hpp"

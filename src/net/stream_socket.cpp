@@ -107,21 +107,20 @@ value_task<> stream_socket::send_async(std::span<const std::byte> data, const ca
   if (!token.is_cancellation_requested()) {
     detail::send_op op(data);
     observed = c.writes().observe();
-    if (c.attempt(op) == attempt_result::done) {
+    const attempt_result first = c.attempt(op);
+    sent = op.sent;
+    if (first == attempt_result::done) {
       if (op.error == 0) return value_task<>::completed();
       error = op.error;
-      sent = op.sent;
     } else if (auto& source = c.send_source(); source.try_claim()) {
       detail::send_op& waiting = source.op();
       waiting.data = data;
-      waiting.sent = op.sent;
+      waiting.sent = sent;
       if (c.wait(c.writes(), source.begin(), observed, token, source.registration())) return source.waiting();
       sent = waiting.sent;
       error = waiting.error;
       source.end_unawaited();
       if (error == 0) return value_task<>::completed();
-    } else {
-      sent = op.sent;
     }
   }
   return send_slow(context_ref(&c), data, sent, token, observed, error);

@@ -13,9 +13,9 @@
 // send each wait in an operation object the socket keeps and reuses, as .NET's Socket does) and
 // runs its continuation on the thread pool (or the engine thread in inline mode, docs/io.md). As
 // with .NET's ValueTask, await each returned value_task once, keeping the buffer alive until
-// then: one dropped while it waits keeps the socket's bookkeeping in memory. Errors are socket_error with the errno
-// (connection reset, ...). SIGPIPE is never raised (MSG_NOSIGNAL). EINTR, short writes and
-// spurious readiness are handled inside.
+// then: one dropped while it waits keeps the socket's bookkeeping in memory. Errors are
+// socket_error with the errno (connection reset, ...). SIGPIPE is never raised (MSG_NOSIGNAL).
+// EINTR, short writes and spurious readiness are handled inside.
 //
 // Cancellation: a canceled receive has taken nothing from the kernel (the next receive gets those
 // bytes) and throws tpl::operation_canceled; a canceled send throws send_canceled, whose
