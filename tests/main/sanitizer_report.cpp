@@ -58,6 +58,7 @@ class running_test_listener final : public ::testing::EmptyTestEventListener {
   }
 };
 
+#if defined(TPL_TEST_ASAN)
 /// True when a frame belongs to the sanitizer's runtime or to this file, or has no symbol: the
 /// reader of the report needs none of them.
 bool is_runtime_frame(const char* symbolized) {
@@ -67,6 +68,7 @@ bool is_runtime_frame(const char* symbolized) {
     if (std::strstr(symbolized, marker) != nullptr) return true;
   return false;
 }
+#endif
 
 void on_sanitizer_death() {
   // acquire: pairs with the listener's release stores (see above). The suite is read after the
@@ -86,6 +88,10 @@ void on_sanitizer_death() {
 #endif
   std::fprintf(stderr, "tpl test main: %s during %s%s%s\n", what, name != nullptr ? suite : "",
                name != nullptr ? "." : "", name != nullptr ? name : "no running test (between tests or at exit)");
+#if defined(TPL_TEST_ASAN)
+  // ASan calls this after its report has released the symbolizer; TSan calls it with
+  // its report's locks still held, where symbolizing again would deadlock, and its report already
+  // opens with the racing stacks. So the frames are printed in ASan builds only.
   void* frames[40];
   const int count = ::backtrace(frames, 40);
   std::fprintf(stderr, "tpl test main: faulting thread's frames:\n");
@@ -98,6 +104,7 @@ void on_sanitizer_death() {
     std::fprintf(stderr, "    %s\n", line);
     ++printed;
   }
+#endif
 }
 
 }  // namespace
