@@ -137,3 +137,36 @@ TEST(allocations, a_receive_and_a_send_that_wait_take_no_frame) {
   }
   EXPECT_EQ(fewest, 0);
 }
+
+// A send dropped unawaited while it waits (fire and forget) still ends in its socket's reusable
+// operation, which a task of its own awaits (value_task_source::on_abandoned), and gives it back:
+// once the peer has read everything, the next send that waits takes no frame either. Without the
+// hook the dropped send kept the operation for good and every later waiting send took a frame.
+TEST(allocations, a_dropped_waiting_send_gives_its_operation_back) {
+  auto full = net_test::connected_pair();  // nobody reads until the test does
+  std::vector<std::byte> big(16u << 20, std::byte{1});
+  std::vector<std::byte> sink(big.size());
+  long fewest = -1;
+  for (int round = 0; round < 5 && fewest != 0; ++round) {
+    {
+      auto dropped = full.client.send_async(big);
+      ASSERT_FALSE(dropped.is_completed());
+    }
+    tpl::sync_wait(full.server.receive_exactly_async(sink));  // the dropped send has sent it all
+    // Its coroutine may still be giving the operation back: a few tries, the fewest must be 0.
+    long allocated = -1;
+    for (int attempt = 0; attempt < 100 && allocated != 0; ++attempt) {
+      tpl::detail::frame_pool_release_caches_for_testing();
+      const long before = tpl_alloc::allocations();
+      auto send = full.client.send_async(big);
+      allocated = tpl_alloc::allocations() - before;
+      ASSERT_FALSE(send.is_completed());
+      std::thread reader([&] { tpl::sync_wait(full.server.receive_exactly_async(sink)); });
+      tpl::sync_wait(std::move(send));
+      reader.join();
+      if (allocated != 0) std::this_thread::yield();
+    }
+    fewest = fewest < 0 ? allocated : std::min(fewest, allocated);
+  }
+  EXPECT_EQ(fewest, 0);
+}

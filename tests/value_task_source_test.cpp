@@ -216,6 +216,74 @@ TEST(value_task_source, get_and_as_task_work_on_a_source_backed_value_task) {
   completer.join();
 }
 
+// on_abandoned: called once, with the operation's token, for a value_task destroyed (or assigned
+// over) without having been awaited or converted; never for one that was awaited, converted with
+// as_task(), blocked on with get(), or moved from. The default does nothing.
+class abandon_counting_source final : public tpl::value_task_source<int> {
+ public:
+  tpl::value_task<int> start() { return tpl::value_task<int>(*this, core_.version()); }
+  void complete(int v) { core_.set_result(v); }
+  tpl::task_status get_status(std::uint32_t token) const override { return core_.get_status(token); }
+  bool on_completed(std::coroutine_handle<> h, std::uint32_t token) override { return core_.on_completed(h, token); }
+  int get_result(std::uint32_t token) override {
+    const int v = core_.get_result(token);
+    core_.reset();
+    return v;
+  }
+  void on_abandoned(std::uint32_t token) noexcept override {
+    ++abandoned;
+    last_token = token;
+    core_.reset();  // nobody awaits it: recycle (this test completes nothing it abandons)
+  }
+  int abandoned = 0;
+  std::uint32_t last_token = 0;
+  std::uint32_t version() const noexcept { return core_.version(); }
+
+ private:
+  tpl::manual_reset_value_task_source_core<int> core_;
+};
+
+TEST(value_task_source, a_value_task_destroyed_unawaited_tells_its_source_once) {
+  abandon_counting_source src;
+  const std::uint32_t first = src.version();
+  { auto dropped = src.start(); }
+  EXPECT_EQ(src.abandoned, 1);
+  EXPECT_EQ(src.last_token, first);
+
+  auto over = src.start();
+  const std::uint32_t second = src.version();
+  over = tpl::value_task<int>(5);  // assigning over an unawaited one abandons it too
+  EXPECT_EQ(src.abandoned, 2);
+  EXPECT_EQ(src.last_token, second);
+  EXPECT_EQ(tpl::sync_wait(std::move(over)), 5);
+
+  {
+    auto moved = src.start();
+    auto target = std::move(moved);  // the moved-from one is not abandoned; the target is, once
+    EXPECT_EQ(src.abandoned, 2);
+  }
+  EXPECT_EQ(src.abandoned, 3);
+
+  auto awaited = src.start();
+  src.complete(1);
+  EXPECT_EQ(tpl::sync_wait(std::move(awaited)), 1);
+  auto converted = src.start();
+  tpl::task<int> t = std::move(converted).as_task();
+  src.complete(2);
+  EXPECT_EQ(t.get(), 2);
+  auto blocked = src.start();
+  src.complete(3);
+  EXPECT_EQ(blocked.get(), 3);
+  EXPECT_EQ(src.abandoned, 3);
+
+  reusable_source<int> plain;  // the default on_abandoned: nothing happens, the owner resets
+  { auto dropped = plain.start(); }
+  plain.core().reset();
+  auto next = plain.start();
+  plain.complete(4);
+  EXPECT_EQ(tpl::sync_wait(std::move(next)), 4);
+}
+
 TEST(value_task_source, completion_racing_the_await_across_threads_delivers_every_result_once) {
   const int ops = tpl_test::scaled(20000, 2000);
   for (const bool asynchronously : {false, true}) {

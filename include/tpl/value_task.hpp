@@ -6,6 +6,8 @@
 // token, so a stale value_task throws instead of returning another operation's result).
 // It is move-only and may be awaited once: awaiting it again, or waiting on it after awaiting,
 // throws invalid_operation (in every build, not only Debug). Convert with as_task() to share it.
+// Destroying one that was never awaited is allowed: a running task goes on by itself, and a
+// source is told (value_task_source::on_abandoned).
 //
 //   tpl::value_task<int> cached_or_load(int key) {       // not a coroutine: no frame
 //     if (auto it = cache.find(key); it != cache.end()) return tpl::value_task<int>(it->second);
@@ -257,7 +259,11 @@ class [[nodiscard]] value_task {
       if constexpr (!std::is_void_v<T>) value_.~stored_t();
       state_ = nullptr;
     } else if (TPL_UNLIKELY(is_source())) {
-      state_ = nullptr;  // an operation nobody awaits: the source's owner deals with it
+      // Never awaited: nobody will call get_result, so the source is told (semantics 6 of
+      // value_task_source.hpp). An await under way (source_awaiting) registered its continuation
+      // and is the source's business, as it would be for a task.
+      if (kind_ == kind::source) source_->on_abandoned(token_);
+      state_ = nullptr;
     } else if (state_ != nullptr) {
       state_->release();
       state_ = nullptr;

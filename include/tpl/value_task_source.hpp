@@ -45,6 +45,10 @@
 //      never awaited (reset() with an awaiter still waiting throws invalid_operation: the awaiter
 //      would never resume). Completion and awaiting may race each other freely; reset() and a
 //      second completer may not race anything (the owner serializes them, as in .NET).
+//   6. A value_task destroyed without having been awaited (or converted with as_task()) tells its
+//      source through on_abandoned(token), once; the default does nothing. .NET has no such call
+//      (its collector reclaims what an unawaited ValueTask leaves behind); a source that recycles
+//      itself in get_result needs it to recycle at all.
 //
 // The completion / await hand-off is one atomic word (the awaiter's handle, kNoContinuation or
 // kCompleted); tests/model_value_task_source_test.cpp checks it exhaustively.
@@ -82,6 +86,12 @@ class value_task_source {
   /// The result of operation `token`, which has completed; rethrows its exception if it failed.
   /// Called once per await.
   virtual T get_result(std::uint32_t token) = 0;
+  /// Called once, on the destroying thread, when a value_task naming operation `token` is
+  /// destroyed without having been awaited or converted (as_task()): nobody will call get_result
+  /// for it. The operation may still be running or may have completed. The default does nothing
+  /// (the owner deals with the operation, semantics 5 below); a source that recycles itself in
+  /// get_result can recycle here instead, or finish the operation's cycle itself.
+  virtual void on_abandoned(std::uint32_t token) noexcept { static_cast<void>(token); }
 
  protected:
   value_task_source() = default;

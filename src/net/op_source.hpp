@@ -27,9 +27,10 @@
 //     last step of get_result(): the socket object may be closed or destroyed meanwhile, and the
 //     source lives in the context. The registration is reset (waiting for a cancel callback that is
 //     running: it uses the op and the direction) before the core is reset and the claim given back.
-//   - A value_task that is never awaited keeps its source claimed and the context alive (its
-//     memory, not its descriptor, which close() releases): later operations take the frame path.
-//     A value_task must be awaited once, as in .NET.
+//   - A value_task destroyed unawaited (on_abandoned) is awaited by a detached task of its own,
+//     so its operation still ends in get_result: the claim and the context reference are given
+//     back when the operation ends (data, close(), its token), as for an awaited one. Its outcome
+//     is dropped. This is the ordinary await protocol of the core, nothing new between threads.
 #pragma once
 
 #include <atomic>
@@ -39,6 +40,7 @@
 #include "operations.hpp"
 #include "socket_engine.hpp"
 #include "tpl/cancellation.hpp"
+#include "tpl/task.hpp"
 #include "tpl/net/socket_error.hpp"
 #include "tpl/value_task.hpp"
 #include "tpl/value_task_source.hpp"
@@ -122,6 +124,17 @@ class op_source final : public value_task_source<typename op_source_traits<Op>::
     claimed_.store(false, std::memory_order_release);
   }
 
+  /// A value_task of ours destroyed unawaited: a task of its own awaits the operation, so that
+  /// get_result still runs when it ends and gives the claim and the context reference back.
+  void on_abandoned(std::uint32_t token) noexcept override {
+    try {
+      static_cast<void>(await_abandoned(*this, token));
+    } catch (...) {
+      // No memory for its frame: the claim and the reference stay held, the direction takes the
+      // frame path from now on, and the context's memory lives until the process ends.
+    }
+  }
+
   task_status get_status(std::uint32_t token) const override { return core_.get_status(token); }
   bool on_completed(std::coroutine_handle<> continuation, std::uint32_t token) override {
     return core_.on_completed(continuation, token);
@@ -141,6 +154,15 @@ class op_source final : public value_task_source<typename op_source_traits<Op>::
   struct bound_op final : Op {
     op_source* self = nullptr;
   };
+
+  // Detached: the returned task is dropped at once and the coroutine ends by itself.
+  static task<> await_abandoned(op_source& s, std::uint32_t token) {
+    try {
+      static_cast<void>(co_await value_task<T>(s, token));
+    } catch (...) {
+      // Nobody wants the dropped operation's outcome (aborted, canceled or an errno).
+    }
+  }
 
   static void on_finished(pending_op* p, bool queued) noexcept {
     auto& op = static_cast<bound_op&>(static_cast<Op&>(*p));

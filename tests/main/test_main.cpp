@@ -37,7 +37,9 @@ class reads_freed_memory final : public ::testing::Test {
 
  private:
   [[gnu::noinline]] static void read_after_free() {
-    auto* p = new int(7);
+    // Read through a volatile pointer, so that the compiler neither proves the use after free
+    // (g++ -O2 warns, and -Werror would fail the build) nor drops the read.
+    int* volatile p = new int(7);
     delete p;
     volatile int seen = *p;  // the report
     (void)seen;

@@ -12,8 +12,9 @@
 // synchronously and allocates nothing; one that waits allocates nothing either (a receive and a
 // send each wait in an operation object the socket keeps and reuses, as .NET's Socket does) and
 // runs its continuation on the thread pool (or the engine thread in inline mode, docs/io.md). As
-// with .NET's ValueTask, await each returned value_task once, keeping the buffer alive until
-// then: one dropped while it waits keeps the socket's bookkeeping in memory. Errors are
+// with .NET's ValueTask, await each returned value_task at most once, keeping the buffer alive
+// until the operation ends; one dropped while it waits goes on by itself, its outcome dropped,
+// and frees the socket's reusable operation when it ends. Errors are
 // socket_error with the errno (connection reset, ...). SIGPIPE is never raised (MSG_NOSIGNAL).
 // EINTR, short writes and spurious readiness are handled inside.
 //
