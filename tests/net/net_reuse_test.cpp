@@ -185,7 +185,7 @@ TEST(net_reuse, a_waiting_receive_dropped_unawaited_fails_nothing_else) {
 
 // A dropped receive that data completes takes that data (into its buffer, which must outlive it,
 // as for any receive) and then gives the socket's reusable receive back: the next receive is
-// accepted and gets the next message. 50 rounds. The test knows the dropped receive took the first
+// accepted and gets the next message. 50 rounds, the data racing the drop. The test knows the dropped receive took the first
 // message when the kernel holds no byte for the client any more (FIONREAD), since nothing else
 // receives meanwhile; until its coroutine has given the operation back, a second receive may still
 // be refused, and is retried (bounded).
@@ -193,8 +193,11 @@ TEST(net_reuse, a_dropped_receive_completed_by_data_gives_its_operation_back) {
   static std::array<std::byte, 4> dropped_buffer{};
   auto p = net_test::connected_pair();
   for (int i = 0; i < 50; ++i) {
+    // The message for the dropped receive is sent from another thread, so that its completion
+    // races the drop (the detached task's registration with the operation) in some rounds.
+    std::thread sender([&] { tpl::sync_wait(p.server.send_async(message(2 * i))); });
     { auto dropped = p.client.receive_async(dropped_buffer); }
-    tpl::sync_wait(p.server.send_async(message(2 * i)));  // for the dropped receive
+    sender.join();
     int pending = 1;
     for (int polls = 0; pending != 0; ++polls) {
       ASSERT_LT(polls, 1000000) << "round " << i << ": the dropped receive never took its message";
