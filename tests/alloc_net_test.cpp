@@ -170,3 +170,24 @@ TEST(allocations, a_dropped_waiting_send_gives_its_operation_back) {
   }
   EXPECT_EQ(fewest, 0);
 }
+
+// A receive_from that waits takes no frame either: it waits in the udp_socket's reusable operation
+// (datagram_sources), allocated when the socket was built.
+TEST(allocations, a_datagram_receive_that_waits_takes_no_frame) {
+  tpl::net::udp_socket server(net_test::loopback_any_port());
+  tpl::net::udp_socket client(net_test::loopback_any_port());
+  std::array<std::byte, 64> in{};
+  long fewest = -1;
+  for (int round = 0; round < 5 && fewest != 0; ++round) {
+    tpl::detail::frame_pool_release_caches_for_testing();
+    const long before = tpl_alloc::allocations();
+    auto receive = server.receive_from_async(in);
+    const long allocated = tpl_alloc::allocations() - before;
+    ASSERT_FALSE(receive.is_completed());
+    fewest = fewest < 0 ? allocated : std::min(fewest, allocated);
+    const std::array<std::byte, 1> one{std::byte{42}};
+    tpl::sync_wait(client.send_to_async(one, server.local_endpoint()));
+    EXPECT_EQ(tpl::sync_wait(std::move(receive)).bytes, 1u);
+  }
+  EXPECT_EQ(fewest, 0);
+}

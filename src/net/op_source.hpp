@@ -1,5 +1,6 @@
 // A socket direction's reusable operation (internal): the object a stream socket's receive (or
-// send) waits in, kept in the socket's context and reused by the next operation, so that an
+// send), or a datagram socket's receive_from, waits in, kept in the socket's context and reused
+// by the next operation, so that an
 // operation that has to wait returns a source-backed value_task and takes no coroutine frame
 // (.NET's Socket keeps an AwaitableSocketAsyncEventArgs per direction for the same reason).
 //
@@ -42,6 +43,7 @@
 #include "tpl/cancellation.hpp"
 #include "tpl/task.hpp"
 #include "tpl/net/socket_error.hpp"
+#include "tpl/net/udp_socket.hpp"
 #include "tpl/value_task.hpp"
 #include "tpl/value_task_source.hpp"
 
@@ -54,12 +56,20 @@ struct op_outcome {
   std::size_t count = 0;
 };
 
+/// A datagram receive's outcome: op_outcome and the sender's address.
+struct receive_from_outcome {
+  int error = 0;
+  std::size_t count = 0;
+  socket_address from;
+};
+
 template <class Op>
 struct op_source_traits;
 
 template <>
 struct op_source_traits<receive_op> {
   using result = std::size_t;
+  using outcome_type = op_outcome;
   static op_outcome outcome(const receive_op& op) noexcept { return {op.error, op.received}; }
   static std::size_t result_of(const op_outcome& r) {
     if (r.error != 0) throw_op_error(r.error, "receive");
@@ -70,10 +80,22 @@ struct op_source_traits<receive_op> {
 template <>
 struct op_source_traits<send_op> {
   using result = void;
+  using outcome_type = op_outcome;
   static op_outcome outcome(const send_op& op) noexcept { return {op.error, op.sent}; }
   static void result_of(const op_outcome& r) {
     if (r.error == kCanceled) throw send_canceled(r.count);
     if (r.error != 0) throw_op_error(r.error, "send");
+  }
+};
+
+template <>
+struct op_source_traits<receive_from_op> {
+  using result = received_from;
+  using outcome_type = receive_from_outcome;
+  static receive_from_outcome outcome(const receive_from_op& op) noexcept { return {op.error, op.received, op.from}; }
+  static received_from result_of(const receive_from_outcome& r) {
+    if (r.error != 0) throw_op_error(r.error, "receive_from");
+    return received_from{r.count, to_endpoint(r.from.get(), r.from.length)};
   }
 };
 
@@ -140,7 +162,7 @@ class op_source final : public value_task_source<typename op_source_traits<Op>::
     return core_.on_completed(continuation, token);
   }
   T get_result(std::uint32_t token) override {
-    const op_outcome r = core_.get_result(token);
+    const typename traits::outcome_type r = core_.get_result(token);
     reg_.reset();  // waits for a cancel callback that is running (it uses the op and the direction)
     core_.reset();
     readiness_target* owner = owner_;
@@ -177,7 +199,14 @@ class op_source final : public value_task_source<typename op_source_traits<Op>::
   std::atomic<bool> claimed_{false};
   bound_op op_;
   cancellation_registration reg_;
-  manual_reset_value_task_source_core<op_outcome> core_;
+  manual_reset_value_task_source_core<typename traits::outcome_type> core_;
+};
+
+/// A datagram socket's reusable receive (allocated once, when the udp_socket is built: a stream
+/// socket's context does not carry it).
+struct datagram_sources {
+  explicit datagram_sources(readiness_target& owner) noexcept : receive_from(owner) {}
+  op_source<receive_from_op> receive_from;
 };
 
 }  // namespace tpl::net::detail

@@ -1,7 +1,8 @@
 // The socket operations (internal): each is a pending_op whose attempt() makes one system call
 // (retrying EINTR) and says whether it is done or must wait for readiness. They live on the stack
 // of a fast path that finishes at once, in a direction's reusable op_source (a stream socket's
-// receive or send that waits), or in a slow path's coroutine frame (the other operations).
+// receive or send, a datagram socket's receive_from, that waits), or in a slow path's coroutine
+// frame (accept, connect, send_to, and an operation that finds its source taken).
 #pragma once
 
 #include <poll.h>
@@ -132,6 +133,7 @@ struct receive_from_op : pending_op {
   std::span<std::byte> buffer;
   socket_address from;
   std::size_t received = 0;
+  receive_from_op() noexcept : receive_from_op(std::span<std::byte>{}) {}
   explicit receive_from_op(std::span<std::byte> b) noexcept : buffer(b) { attempt = &run; }
   static attempt_result run(pending_op* p, int fd) noexcept {
     auto* self = static_cast<receive_from_op*>(p);

@@ -37,6 +37,7 @@
 #include <atomic>
 #include <coroutine>
 #include <cstdint>
+#include <memory>
 #include <mutex>  // std::lock_guard
 
 #include "op_source.hpp"
@@ -85,6 +86,10 @@ class socket_context final : public readiness_target {
   /// The reusable operations a stream socket's receive and send wait in (op_source.hpp).
   op_source<receive_op>& receive_source() noexcept { return receive_source_; }
   op_source<send_op>& send_source() noexcept { return send_source_; }
+  /// A datagram socket's reusable operations: null until enable_datagram_sources(), which its
+  /// constructor calls before the socket is shared (so reading the pointer needs no ordering).
+  datagram_sources* datagram() noexcept { return datagram_.get(); }
+  void enable_datagram_sources() { datagram_ = std::make_unique<datagram_sources>(*this); }
 
   /// A use of the descriptor: false once close() was called (the caller reports "aborted").
   bool fd_acquire() noexcept;
@@ -124,6 +129,7 @@ class socket_context final : public readiness_target {
   op_queue writes_;
   op_source<receive_op> receive_source_{*this};
   op_source<send_op> send_source_{*this};
+  std::unique_ptr<datagram_sources> datagram_;
 };
 
 /// A counted reference to a context (slow-path coroutines hold one, so a socket object may be

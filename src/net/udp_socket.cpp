@@ -1,4 +1,9 @@
-// udp_socket: datagrams, with the same fast path / slow path split as stream_socket.
+// udp_socket: datagrams, with the same fast path / slow path split as stream_socket, and the same
+// reusable operation for a receive_from that waits: the socket's datagram_sources, allocated once
+// when it is built, so a waiting receive_from takes no frame unless the source is held (a second
+// receive, which the handshake reports). A send_to that waits (the socket's send buffer full:
+// never on loopback, where the kernel frees a datagram's memory as it delivers it) takes the
+// frame path.
 #include <sys/socket.h>
 
 #include <cerrno>
@@ -44,10 +49,12 @@ value_task<received_from> receive_from_slow(context_ref ctx, std::span<std::byte
 
 udp_socket::udp_socket(address_family family) {
   adopt(detail::open_socket(detail::to_native_family(family), SOCK_DGRAM));
+  context("udp_socket").enable_datagram_sources();
 }
 
 udp_socket::udp_socket(const endpoint& local) {
   adopt(detail::open_socket(detail::to_native_family(local.family()), SOCK_DGRAM));
+  context("udp_socket").enable_datagram_sources();
   const detail::socket_address a = detail::to_socket_address(local);
   if (::bind(ctx_->fd(), a.get(), a.length) != 0)
     throw socket_error(errno, "tpl::net: bind to " + local.to_string() + " failed");
@@ -81,6 +88,18 @@ value_task<received_from> udp_socket::receive_from_async(std::span<std::byte> bu
       if (op.error == 0)
         return value_task<received_from>(received_from{op.received, detail::to_endpoint(op.from.get(), op.from.length)});
       error = op.error;
+    } else if (detail::datagram_sources* d = c.datagram(); d != nullptr && d->receive_from.try_claim()) {
+      auto& source = d->receive_from;
+      detail::receive_from_op& waiting = source.op();
+      waiting.buffer = buffer;
+      waiting.received = 0;
+      if (c.wait(c.reads(), source.begin(), observed, token, source.registration())) return source.waiting();
+      // Copied out before the claim goes back; the address is converted after (it may throw).
+      const std::size_t received = waiting.received;
+      const detail::socket_address from = waiting.from;
+      error = waiting.error;
+      source.end_unawaited();
+      if (error == 0) return value_task<received_from>(received_from{received, detail::to_endpoint(from.get(), from.length)});
     }
   }
   return receive_from_slow(context_ref(&c), buffer, token, observed, error);

@@ -7,7 +7,10 @@
 //   auto [n, from] = co_await server.receive_from_async(buf, token);
 //
 // A datagram larger than the receive buffer is truncated to it (the rest is lost, as with
-// recvfrom). Cancellation loses nothing: a canceled receive took no datagram.
+// recvfrom). Cancellation loses nothing: a canceled receive took no datagram. A receive that
+// finds a datagram waiting completes synchronously; one that waits does so in an operation the
+// socket keeps and reuses, so neither allocates (await each value_task at most once, as with
+// stream_socket). One receive_from at a time: a second while one waits is invalid_operation.
 #pragma once
 
 #include <cstddef>
