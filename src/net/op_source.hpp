@@ -1,8 +1,8 @@
 // A socket direction's reusable operation (internal): the object a stream socket's receive (or
 // send), or a datagram socket's receive_from, waits in, kept in the socket's context and reused
-// by the next operation, so that an
-// operation that has to wait returns a source-backed value_task and takes no coroutine frame
-// (.NET's Socket keeps an AwaitableSocketAsyncEventArgs per direction for the same reason).
+// by the next operation, so that an operation that has to wait returns a source-backed
+// value_task and takes no coroutine frame (.NET's Socket keeps an AwaitableSocketAsyncEventArgs
+// per direction for the same reason).
 //
 //   op_source<receive_op>& s = ctx.receive_source();
 //   if (s.try_claim()) {                           // else: another operation holds it; use a frame

@@ -86,8 +86,9 @@ class socket_context final : public readiness_target {
   /// The reusable operations a stream socket's receive and send wait in (op_source.hpp).
   op_source<receive_op>& receive_source() noexcept { return receive_source_; }
   op_source<send_op>& send_source() noexcept { return send_source_; }
-  /// A datagram socket's reusable operations: null until enable_datagram_sources(), which its
-  /// constructor calls before the socket is shared (so reading the pointer needs no ordering).
+  /// A datagram socket's reusable receive: null until enable_datagram_sources(), which the
+  /// udp_socket's constructor calls before the socket is shared (so reading the pointer needs no
+  /// ordering); always null for other sockets.
   datagram_sources* datagram() noexcept { return datagram_.get(); }
   void enable_datagram_sources() { datagram_ = std::make_unique<datagram_sources>(*this); }
 
