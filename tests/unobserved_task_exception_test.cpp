@@ -3,9 +3,11 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <memory>
 #include <mutex>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <tpl/tpl.hpp>
@@ -160,4 +162,102 @@ TEST(unobserved_task_exception, handlers_run_in_order_see_set_observed_and_survi
   { auto t = fails("unobserved-4"); }
   EXPECT_EQ(calls, (std::vector<std::string>{"first", "second saw observed"}));
   EXPECT_THROW((void)tpl::on_unobserved_task_exception({}), std::invalid_argument);
+}
+
+// Unsubscribing waits for a call of the handler under way on another thread: the handler, held
+// inside its call until the unsubscribing thread has started its unsubscribe(), must never see
+// that unsubscribe() returned. (Without the wait it returned at once, and a handler that captured
+// a test's locals ran after they were gone: ASan reported it on a pool thread.)
+TEST(unobserved_task_exception, unsubscribing_waits_for_a_call_under_way_on_another_thread) {
+  for (int round = 0; round < 20; ++round) {
+    std::atomic<bool> entered{false}, release{false}, unsubscribing{false}, returned{false};
+    std::atomic<bool> saw_returned{false};
+    auto sub = tpl::on_unobserved_task_exception([&](tpl::unobserved_task_exception_event_args& e) {
+      try {
+        std::rethrow_exception(e.exception().inner_exceptions().front());
+      } catch (const std::exception& x) {
+        if (std::string(x.what()) != "unobserved-5") return;
+      }
+      entered = true;
+      while (!release) std::this_thread::yield();
+      saw_returned = returned.load();
+    });
+    std::thread raiser([] { auto t = fails("unobserved-5"); });  // the raise runs on this thread
+    while (!entered) std::this_thread::yield();
+    std::thread unsubscriber([&] {
+      unsubscribing = true;
+      sub.unsubscribe();
+      returned = true;
+    });
+    while (!unsubscribing) std::this_thread::yield();
+    for (int i = 0; i < 1000 && !returned; ++i) std::this_thread::yield();  // room for a wrong return
+    EXPECT_FALSE(returned.load()) << "round " << round << ": unsubscribe() returned during the call";
+    release = true;
+    unsubscriber.join();
+    raiser.join();
+    EXPECT_TRUE(returned.load());
+    EXPECT_FALSE(saw_returned.load()) << "round " << round;
+  }
+}
+
+// A handler may unsubscribe itself (no wait for its own call) and another handler of the same
+// raise, which is then skipped; neither is called again.
+TEST(unobserved_task_exception, a_handler_may_unsubscribe_itself_and_a_later_handler) {
+  int self_calls = 0, later_calls = 0;
+  tpl::unobserved_task_exception_subscription self, later;
+  self = tpl::on_unobserved_task_exception([&](tpl::unobserved_task_exception_event_args& e) {
+    try {
+      std::rethrow_exception(e.exception().inner_exceptions().front());
+    } catch (const std::exception& x) {
+      if (std::string(x.what()) != "unobserved-6") return;
+    }
+    ++self_calls;
+    later.unsubscribe();
+    self.unsubscribe();
+  });
+  later = tpl::on_unobserved_task_exception([&](tpl::unobserved_task_exception_event_args& e) {
+    try {
+      std::rethrow_exception(e.exception().inner_exceptions().front());
+    } catch (const std::exception& x) {
+      if (std::string(x.what()) != "unobserved-6") return;
+    }
+    ++later_calls;
+  });
+  { auto t = fails("unobserved-6"); }
+  { auto t = fails("unobserved-6"); }
+  EXPECT_EQ(self_calls, 1);
+  EXPECT_EQ(later_calls, 0);
+  EXPECT_FALSE(self.active());
+  EXPECT_FALSE(later.active());
+}
+
+// Subscriptions come and go while another thread raises the event again and again: a handler is
+// never called once its unsubscribe() has returned, so it may capture locals that die right after
+// (under ASan a late call is a stack-use-after-scope; here it is also counted).
+TEST(unobserved_task_exception, a_handler_is_never_called_after_unsubscribe_returned) {
+  std::atomic<bool> stop{false};
+  std::atomic<int> late_calls{0};
+  std::thread raiser([&] {
+    while (!stop) {
+      auto t = fails("unobserved-7");
+    }
+  });
+  const int rounds = tpl_test::scaled(2000, 500);
+  for (int i = 0; i < rounds; ++i) {
+    auto gone = std::make_shared<std::atomic<bool>>(false);
+    {
+      int local = 0;
+      auto sub = tpl::on_unobserved_task_exception([&local, gone, &late_calls](tpl::unobserved_task_exception_event_args&) {
+        for (int k = 0; k < 20; ++k) std::this_thread::yield();  // widen the window of a late call
+        if (gone->load()) ++late_calls;
+        ++local;
+      });
+      std::this_thread::yield();
+    }
+    gone->store(true);
+    for (int k = 0; k < 20; ++k) std::this_thread::yield();
+  }
+  stop = true;
+  raiser.join();
+  EXPECT_EQ(late_calls.load(), 0);
 }

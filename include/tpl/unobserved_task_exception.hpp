@@ -21,8 +21,13 @@
 //      is recorded for the handlers after it (observed()); as in .NET's default configuration,
 //      an exception nobody marks observed does not end the process either.
 //   4. Handlers run in subscription order; an exception escaping one is reported on stderr and
-//      the others still run. Subscribing and unsubscribing are thread-safe; a raise already under
-//      way on another thread may still call a handler just unsubscribed.
+//      the others still run. Subscribing and unsubscribing are thread-safe. Unsubscribing (the
+//      subscription's destructor too) waits until no other thread is inside the handler; once it
+//      returns the handler is never called again, so it may capture locals that die right after
+//      the subscription (.NET's -= does not wait; tpl has no collector to keep them alive). From
+//      inside a handler it does not wait for its own thread's calls: a handler may unsubscribe
+//      itself. Two handlers that unsubscribe each other from inside, on two threads, deadlock,
+//      as two cancellation callbacks that dispose each other's registrations do.
 //   5. Without a subscriber nothing is built or called: the cost is one atomic load per unobserved
 //      fault.
 #pragma once
@@ -68,7 +73,8 @@ class unobserved_task_exception_subscription {
   }
   ~unobserved_task_exception_subscription() { unsubscribe(); }
 
-  /// Stops calling the handler; idempotent.
+  /// Stops calling the handler, waiting for calls under way on other threads (semantics 4);
+  /// idempotent.
   void unsubscribe() noexcept;
   bool active() const noexcept { return handler_ != nullptr; }
 
