@@ -476,6 +476,49 @@ TEST(pool_policy_live, a_throwing_listener_does_not_disturb_the_pool) {
   pool.set_event_listener({});
 }
 
+// Removing (or replacing) a listener waits for a call of it under way on another thread, and a
+// listener may remove itself from inside. The event is the goal change of set_min_threads, which
+// the setting thread emits; the listener holds that thread inside its call until the removing
+// thread has started, and must never see the removal returned. Each raise of the minimum lifts
+// the goal (it is clamped into [min, max]), so each emits one goal change.
+TEST(pool_events, removing_the_listener_waits_for_a_call_under_way_and_a_listener_may_remove_itself) {
+  tpl::thread_pool pool({.thread_count = 1, .max_threads = 16, .hill_climbing = false});
+  for (int round = 0; round < 10; ++round) {
+    std::atomic<bool> entered{false}, release{false}, removing{false}, removed{false}, saw_removed{false};
+    pool.set_event_listener([&](const tpl::thread_pool_event& e) {
+      if (e.kind != tpl::thread_pool_event_kind::goal_changed || e.reason != tpl::thread_pool_reason::configuration)
+        return;
+      if (entered.exchange(true)) return;  // one call holds the setter
+      while (!release) std::this_thread::yield();
+      saw_removed = removed.load();
+    });
+    std::thread setter([&] { EXPECT_TRUE(pool.set_min_threads(static_cast<unsigned>(round) + 2)); });
+    while (!entered) std::this_thread::yield();
+    std::thread remover([&] {
+      removing = true;
+      pool.set_event_listener({});
+      removed = true;
+    });
+    while (!removing) std::this_thread::yield();
+    for (int i = 0; i < 1000 && !removed; ++i) std::this_thread::yield();  // room for a wrong return
+    EXPECT_FALSE(removed.load()) << "round " << round << ": the removal returned during the call";
+    release = true;
+    remover.join();
+    setter.join();
+    EXPECT_FALSE(saw_removed.load()) << "round " << round;
+  }
+  std::atomic<int> calls{0};
+  pool.set_event_listener([&](const tpl::thread_pool_event& e) {
+    if (e.kind != tpl::thread_pool_event_kind::goal_changed || e.reason != tpl::thread_pool_reason::configuration)
+      return;
+    ++calls;
+    pool.set_event_listener({});  // from inside: does not wait for this very call
+  });
+  EXPECT_TRUE(pool.set_min_threads(13));
+  EXPECT_TRUE(pool.set_min_threads(14));
+  EXPECT_EQ(calls.load(), 1);
+}
+
 TEST(pool_policy_live, stats_add_up_once_the_pool_is_quiet) {
   tpl::thread_pool pool({.thread_count = 3});
   std::vector<tpl::task<>> ts;

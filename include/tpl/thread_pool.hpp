@@ -293,6 +293,9 @@ class thread_pool final : public scheduler {
   /// Receives every decision (thread injected, retired, goal changed) with its reason, on the
   /// thread that made it, and the io_summary events (on an engine thread or a worker that
   /// completed I/O); must be thread-safe and must not block. An empty function removes it.
+  /// Replacing or removing a listener waits until no other thread is inside the old one, which is
+  /// never called again after this returns (so it may capture locals that die right after); from
+  /// inside a listener it does not wait for its own thread's call.
   void set_event_listener(std::function<void(const thread_pool_event&)> listener);
   /// Prints every event to stderr, one line each (what TPL_THREADPOOL_TRACE=1 turns on); I/O
   /// shows as one io_summary line a second at most.

@@ -447,8 +447,15 @@ struct thread_pool::impl {
   // Events.
   std::atomic<bool> trace{false};
   std::atomic<bool> has_listener{false};
+  // The listener and its calls under way (pool_stats.cpp): a plain monitor on listener_lock.
+  struct listener_node {
+    explicit listener_node(std::function<void(const thread_pool_event&)> f) : call(std::move(f)) {}
+    const std::function<void(const thread_pool_event&)> call;
+    std::size_t running = 0;  // publish() calls that took this node and have not counted out
+  };
   std::mutex listener_lock;
-  std::shared_ptr<const std::function<void(const thread_pool_event&)>> listener;
+  std::condition_variable listener_done;  // a call counted out
+  std::shared_ptr<listener_node> listener;
   // io_summary: the earliest time (steady_clock, ns) of the next one; the totals the previous one
   // reported, under io_summary_lock.
   std::atomic<std::int64_t> next_io_summary_ns{0};
