@@ -49,6 +49,7 @@
 #include <utility>
 #include <vector>
 
+#include "../call_gate.hpp"
 #include "global_queue.hpp"
 #include "io_counters.hpp"
 #include "tpl/detail/cpu_count.hpp"
@@ -447,14 +448,14 @@ struct thread_pool::impl {
   // Events.
   std::atomic<bool> trace{false};
   std::atomic<bool> has_listener{false};
-  // The listener and its calls under way (pool_stats.cpp): a plain monitor on listener_lock.
+  // The listener and its calls under way (pool_stats.cpp; src/call_gate.hpp), under listener_lock.
   struct listener_node {
     explicit listener_node(std::function<void(const thread_pool_event&)> f) : call(std::move(f)) {}
     const std::function<void(const thread_pool_event&)> call;
-    std::size_t running = 0;  // publish() calls that took this node and have not counted out
+    detail::call_gate gate;
   };
   std::mutex listener_lock;
-  std::condition_variable listener_done;  // a call counted out
+  std::condition_variable listener_done;  // a call counted out of a gate
   std::shared_ptr<listener_node> listener;
   // io_summary: the earliest time (steady_clock, ns) of the next one; the totals the previous one
   // reported, under io_summary_lock.

@@ -4,12 +4,9 @@
 // Nothing here takes part in a decision: a listener's exception is swallowed, and the snapshot is
 // a set of relaxed reads, not a consistent cut.
 //
-// The listener (a plain monitor on listener_lock, no lock-free hand-off): publish() takes the
-// current node and counts itself in under the lock, calls it without the lock, and counts out
-// under the lock again. set_event_listener() swaps the node under the lock (later events see the
-// new one) and waits until the old node's count is down to the calls on its own thread's stack
-// (t_calls: a listener that replaces itself must not wait for itself). When it returns, no other
-// thread is inside the old listener or will enter it.
+// The listener is replaced through its call_gate (src/call_gate.hpp), under listener_lock:
+// publish() counts its call in and out around it, and set_event_listener() swaps the node (later
+// events see the new one) and waits out the old one's calls under way on other threads.
 #include <cstdio>
 #include <new>
 
@@ -18,22 +15,6 @@
 namespace tpl {
 
 using namespace pool_detail;
-
-namespace {
-/// A listener call under way on this thread; calls nest (a listener may cause a pool decision).
-struct listener_call {
-  const void* node;
-  listener_call* outer;
-};
-thread_local listener_call* t_calls = nullptr;  // trivially destructible: usable at thread exit
-
-std::size_t calls_here(const void* node) noexcept {
-  std::size_t n = 0;
-  for (const listener_call* c = t_calls; c != nullptr; c = c->outer)
-    if (c->node == node) ++n;
-  return n;
-}
-}  // namespace
 
 void thread_pool::impl::emit(thread_pool_event_kind kind, thread_pool_reason why, detail::thread_counts c,
                              unsigned previous_goal) {
@@ -66,19 +47,16 @@ void thread_pool::impl::publish(const thread_pool_event& e) noexcept {
   {
     std::lock_guard g(listener_lock);
     l = listener;
-    if (l == nullptr) return;
-    ++l->running;
+    if (l == nullptr || !l->gate.try_enter()) return;
   }
-  listener_call here{l.get(), t_calls};
-  t_calls = &here;
   try {
+    const detail::call_scope here(l->gate);
     l->call(e);
   } catch (...) {
     // A listener's exception must not take a pool decision (or an I/O completion) down with it.
   }
-  t_calls = here.outer;
   std::lock_guard g(listener_lock);
-  --l->running;
+  l->gate.leave();
   listener_done.notify_all();
 }
 
@@ -214,10 +192,7 @@ void thread_pool::set_event_listener(std::function<void(const thread_pool_event&
   // relaxed: emit() re-reads the pointer under the lock.
   impl_->has_listener.store(p != nullptr, std::memory_order_relaxed);
   const std::shared_ptr<impl::listener_node> old = std::exchange(impl_->listener, std::move(p));
-  if (old != nullptr) {
-    const std::size_t own = calls_here(old.get());
-    impl_->listener_done.wait(g, [&] { return old->running == own; });
-  }
+  if (old != nullptr) old->gate.close_and_wait(g, impl_->listener_done);
 }
 
 void thread_pool::set_trace(bool on) {
