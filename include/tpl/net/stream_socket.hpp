@@ -14,9 +14,9 @@
 // runs its continuation on the thread pool (or the engine thread in inline mode, docs/io.md). As
 // with .NET's ValueTask, await each returned value_task at most once, keeping the buffer alive
 // until the operation ends; one dropped while it waits goes on by itself, its outcome dropped,
-// and frees the socket's reusable operation when it ends. Errors are
-// socket_error with the errno (connection reset, ...). SIGPIPE is never raised (MSG_NOSIGNAL).
-// EINTR, short writes and spurious readiness are handled inside.
+// and frees the socket's reusable operation when it ends. Errors are socket_error with the errno
+// (connection reset, ...). SIGPIPE is never raised (MSG_NOSIGNAL). EINTR, short writes and
+// spurious readiness are handled inside.
 //
 // Cancellation: a canceled receive has taken nothing from the kernel (the next receive gets those
 // bytes) and throws tpl::operation_canceled; a canceled send throws send_canceled, whose
