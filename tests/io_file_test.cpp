@@ -391,6 +391,39 @@ TEST_P(io_file, a_read_started_on_a_user_pool_is_counted_by_the_pool_it_complete
   EXPECT_EQ(io.sockets.wakeups + io.uring.wakeups, 0u) << "only the default pool reports engine threads";
 }
 
+tpl::task<std::size_t> write_and_flush_from(tpl::thread_pool& pool, file& f, std::span<const std::byte> data) {
+  co_await tpl::resume_on(pool);
+  const std::size_t n = co_await f.write_at_async(0, data);
+  co_await f.flush_async(tpl::io::flush_mode::data);
+  co_return n;
+}
+
+TEST_P(io_file, a_write_and_a_flush_started_on_a_user_pool_complete_on_it_unless_every_operation_takes_the_ring) {
+  auto f = file::open(path("f"), file_mode::create, file_access::read_write);
+  tpl::thread_pool mine({.thread_count = 1});
+  const std::uint64_t default_uring_before = tpl::thread_pool::default_pool().stats().io.uring.completions;
+  const std::vector<std::byte> data = pattern(0, 8192);
+  EXPECT_EQ(tpl::sync_wait(write_and_flush_from(mine, f, data)), data.size());
+  const tpl::thread_pool_io_stats io = mine.stats().io;
+  if (GetParam() == engine_choice::pool) {
+    EXPECT_EQ(io.pool_engine_completions, 2u);
+  } else if (GetParam() == engine_choice::io_uring) {
+    // The write went into the page cache on the worker that started it (RWF_NOWAIT where the file
+    // system takes it, counted as io_uring's; else as the pool engine runs it), and the flush ran
+    // there as the pool engine runs it: neither went to the kernel's worker threads through the
+    // ring and back through the completion thread.
+    EXPECT_EQ(io.pool_engine_completions + io.uring.completions, 2u);
+    EXPECT_GE(io.pool_engine_completions, 1u) << "the flush";
+  } else {
+    // Every operation through the ring: the completion thread counts both for the default pool.
+    EXPECT_EQ(io.pool_engine_completions + io.uring.completions, 0u);
+    EXPECT_GE(tpl::thread_pool::default_pool().stats().io.uring.completions - default_uring_before, 2u);
+  }
+  std::vector<std::byte> back(data.size());
+  EXPECT_EQ(tpl::sync_wait(f.read_at_async(0, back)), data.size());
+  EXPECT_EQ(back, data);
+}
+
 INSTANTIATE_TEST_SUITE_P(engines, io_file,
                          ::testing::Values(engine_choice::pool, engine_choice::io_uring,
                                            engine_choice::io_uring_ring_only),

@@ -98,8 +98,11 @@ struct io_op {
   std::int64_t result = 0;
   std::coroutine_handle<> continuation;
   /// Completed by the engine's ready() on the calling thread (io_uring: a read served from the
-  /// page cache); complete() then has nothing left to do.
+  /// page cache, a write the kernel took without waiting); complete() then has nothing left to do.
   bool completed_in_ready = false;
+  /// io_uring engine: the operation runs as the pool engine runs it (a file write or flush that
+  /// the kernel could only hand to one of its worker threads; uring_engine.cpp). Set by ready().
+  bool on_pool = false;
 
   // --- io_uring engine state (src/io/uring_engine.cpp explains the protocol) ---
   /// uring_flags bits. Written by the submitter (under the ring lock), the canceler (under the
@@ -144,12 +147,13 @@ using ring_init_fn = int (*)(unsigned entries, void* ring, unsigned flags);
 /// A new io_uring engine, or nullptr (and *why filled in) when tpl was built without liburing or
 /// `init` (io_uring_queue_init by default) fails. Destroying the engine cancels what is in flight,
 /// waits until every operation has completed and stops its completion thread; handles that use
-/// it must not start operations afterwards. `cached_reads_inline` (the default): a file read
-/// first tries preadv2(RWF_NOWAIT) on the calling thread and goes to the ring only when the data
-/// is not all in the page cache (uring_engine.cpp); false sends every read through the ring
-/// (tests, so that both paths run).
+/// it must not start operations afterwards. `fast_paths` (the default): a file read first tries
+/// preadv2(RWF_NOWAIT) on the calling thread and goes to the ring only when the data is not all
+/// in the page cache, and a file write or flush that the kernel cannot do without waiting runs as
+/// the pool engine runs it instead of in the kernel's io-wq workers (uring_engine.cpp); false
+/// sends every operation through the ring (tests, so that both paths run).
 std::unique_ptr<engine> make_uring_engine(std::string* why, ring_init_fn init = nullptr,
-                                          bool cached_reads_inline = true);
+                                          bool fast_paths = true);
 
 /// The engine new files and pipes use: the testing override when set, else the process's engine
 /// chosen from TPL_IO_ENGINE on first use (never destroyed).

@@ -55,8 +55,22 @@
 // system without RWF_NOWAIT) goes to the ring as above, where the read starts again from its
 // offset into the same buffer, so the result is exactly the ring's. The fast path touches nothing
 // the hand-off protocol uses (the op never reaches suspend()), and it is skipped for a closed
-// handle or a canceled token, which suspend() reports. Writes, flushes and pipes always take the
-// ring: a buffered write with RWF_NOWAIT may still wait on the file system's locks.
+// handle or a canceled token, which suspend() reports.
+//
+// Writes and flushes (ready() and suspend(), before any of the above): a file write first tries
+// pwritev2(RWF_NOWAIT) on the calling thread, and completes there with what the kernel took
+// (the caller's loop writes the rest). What the kernel cannot write without waiting, and every
+// fsync/fdatasync, the ring could only hand to one of the kernel's io-wq worker threads, whose
+// wake-up, plus the completion thread's and the hop back to the pool, cost more than the call
+// itself when the pages are in memory (docs/io.md has the figures). Those run as the pool engine
+// runs them instead: on the pool worker that started them, inside a
+// blocking_scope, or queued to the default pool from any other thread (pool_engine.cpp), which
+// also checks closed and canceled just before the call. Such an op (`on_pool`) never touches the
+// ring or the hand-off protocol; one that went through suspend() is counted in `alive_` like a
+// ring op, so the engine outlives it. RWF_NOWAIT refused with EOPNOTSUPP (buffered writes on ext4
+// and tmpfs, kernel 6.18) stops the attempts for the engine's lifetime. Pipes always take the
+// ring, which waits on them without a worker thread. With fast paths off (tests) every operation
+// takes the ring.
 #include "engine.hpp"
 
 #if TPL_HAVE_LIBURING
@@ -102,7 +116,8 @@ int default_ring_init(unsigned entries, void* ring, unsigned flags) {
 
 class uring_engine final : public engine {
  public:
-  explicit uring_engine(bool cached_reads_inline) noexcept : cached_reads_inline_(cached_reads_inline) {}
+  explicit uring_engine(bool fast_paths) noexcept
+      : fast_paths_(fast_paths), cached_reads_inline_(fast_paths), nowait_writes_(fast_paths) {}
   uring_engine(const uring_engine&) = delete;
   uring_engine& operator=(const uring_engine&) = delete;
 
@@ -143,27 +158,14 @@ class uring_engine final : public engine {
   io_engine kind() const noexcept override { return io_engine::io_uring; }
 
   bool ready(io_op& op) noexcept override {
-    // relaxed: a hint, cleared once when the kernel refuses RWF_NOWAIT; either value is safe.
-    if (op.code != op_code::read || op.handle->kind != handle_kind::file ||
-        !cached_reads_inline_.load(std::memory_order_relaxed))
-      return false;
-    if (op.handle->is_closed() || op.token->is_cancellation_requested()) return false;  // suspend() says so
-    const std::size_t length = std::min(op.length, kMaxBytesPerSqe);
-    iovec iov{op.buffer, length};
-    ssize_t n;
-    do {
-      n = ::preadv2(op.handle->fd, &iov, 1, static_cast<off_t>(op.offset), RWF_NOWAIT);
-    } while (n < 0 && errno == EINTR);
-    if (n < 0) {
-      // EOPNOTSUPP: this kernel or file system has no RWF_NOWAIT for reads; stop asking.
-      if (errno == EOPNOTSUPP) cached_reads_inline_.store(false, std::memory_order_relaxed);
-      return false;
-    }
-    if (n != 0 && static_cast<std::size_t>(n) != length) return false;  // a part: the ring decides
-    op.result = n;
-    op.completed_in_ready = true;
-    tpl::detail::count_io_completion(tpl::detail::io_kind::uring);
-    return true;
+    if (!fast_paths_ || op.handle->kind != handle_kind::file) return false;
+    if (op.code == op_code::read) return read_cached(op);
+    // A write or a flush (header, "Writes and flushes"). relaxed: a hint, cleared once when the
+    // kernel refuses RWF_NOWAIT for writes; either value is safe.
+    if (op.code == op_code::write && nowait_writes_.load(std::memory_order_relaxed) && write_without_waiting(op))
+      return true;
+    op.on_pool = true;
+    return pool_engine().ready(op);
   }
 
   bool suspend(io_op& op, std::coroutine_handle<> continuation) noexcept override {
@@ -172,6 +174,7 @@ class uring_engine final : public engine {
       ++alive_;  // every suspend() is followed by one complete() (await_resume)
     }
     op.continuation = continuation;
+    if (op.on_pool) return pool_engine().suspend(op, continuation);  // counted in alive_ above
     if (op.token->is_cancellation_requested()) return finish_unstarted(op, cancel_reason::token);
     io_handle& h = *op.handle;
     if (h.kind == handle_kind::stream) {
@@ -222,14 +225,11 @@ class uring_engine final : public engine {
 
   void complete(io_op& op) noexcept override {
     if (op.completed_in_ready) return;  // never reached suspend(): nothing to undo
-    op.registration.reset();  // waits for a token callback running elsewhere
-    if (op.in_pending_list) {
-      io_handle& h = *op.handle;
-      const std::lock_guard lock(h.pending_mutex);
-      if (op.prev != nullptr) op.prev->next = op.next;
-      else h.pending_head = op.next;
-      if (op.next != nullptr) op.next->prev = op.prev;
-      op.in_pending_list = false;
+    if (op.on_pool) {
+      pool_engine().complete(op);  // the system call, on this pool worker (or here, see suspend)
+      if (!op.continuation) return;  // ready() said "run it here": suspend() never counted it
+    } else {
+      finish_ring_op(op);
     }
     // Under the mutex: the destructor may free this engine as soon as it sees 0, so nothing may
     // touch the engine after this unlock.
@@ -267,6 +267,65 @@ class uring_engine final : public engine {
   }
 
  private:
+  // A ring operation's clean-up on the resumed coroutine: the token registration and the
+  // handle's pending list.
+  void finish_ring_op(io_op& op) noexcept {
+    op.registration.reset();  // waits for a token callback running elsewhere
+    if (op.in_pending_list) {
+      io_handle& h = *op.handle;
+      const std::lock_guard lock(h.pending_mutex);
+      if (op.prev != nullptr) op.prev->next = op.next;
+      else h.pending_head = op.next;
+      if (op.next != nullptr) op.next->prev = op.prev;
+      op.in_pending_list = false;
+    }
+  }
+
+  // The page-cache read (header): true when it completed here.
+  bool read_cached(io_op& op) noexcept {
+    // relaxed: a hint, cleared once when the kernel refuses RWF_NOWAIT; either value is safe.
+    if (!cached_reads_inline_.load(std::memory_order_relaxed)) return false;
+    if (op.handle->is_closed() || op.token->is_cancellation_requested()) return false;  // suspend() says so
+    const std::size_t length = std::min(op.length, kMaxBytesPerSqe);
+    iovec iov{op.buffer, length};
+    ssize_t n;
+    do {
+      n = ::preadv2(op.handle->fd, &iov, 1, static_cast<off_t>(op.offset), RWF_NOWAIT);
+    } while (n < 0 && errno == EINTR);
+    if (n < 0) {
+      // EOPNOTSUPP: this kernel or file system has no RWF_NOWAIT for reads; stop asking.
+      if (errno == EOPNOTSUPP) cached_reads_inline_.store(false, std::memory_order_relaxed);
+      return false;
+    }
+    if (n != 0 && static_cast<std::size_t>(n) != length) return false;  // a part: the ring decides
+    op.result = n;
+    op.completed_in_ready = true;
+    tpl::detail::count_io_completion(tpl::detail::io_kind::uring);
+    return true;
+  }
+
+  // A write the kernel takes without waiting (header): true when it completed here, with all or
+  // part of the bytes (the caller's loop writes the rest).
+  bool write_without_waiting(io_op& op) noexcept {
+    if (op.handle->is_closed() || op.token->is_cancellation_requested()) return false;  // the pool path says so
+    const std::size_t length = std::min(op.length, kMaxBytesPerSqe);
+    iovec iov{op.buffer, length};
+    ssize_t n;
+    do {
+      n = ::pwritev2(op.handle->fd, &iov, 1, static_cast<off_t>(op.offset), RWF_NOWAIT);
+    } while (n < 0 && errno == EINTR);
+    if (n < 0) {
+      // EOPNOTSUPP: no RWF_NOWAIT for buffered writes here (ext4 and tmpfs on 6.18); stop asking.
+      if (errno == EOPNOTSUPP) nowait_writes_.store(false, std::memory_order_relaxed);  // see ready()
+      return false;
+    }
+    if (n == 0 && length != 0) return false;  // no progress: let the pool path's write decide
+    op.result = n;
+    op.completed_in_ready = true;
+    tpl::detail::count_io_completion(tpl::detail::io_kind::uring);
+    return true;
+  }
+
   bool finish_unstarted(io_op& op, cancel_reason why) noexcept {
     op.reason.store(why, std::memory_order_relaxed);  // read by this same coroutine
     op.result = -ECANCELED;
@@ -354,7 +413,9 @@ class uring_engine final : public engine {
     }
   }
 
+  const bool fast_paths_;
   std::atomic<bool> cached_reads_inline_;
+  std::atomic<bool> nowait_writes_;
   io_uring ring_{};
   bool ring_ready_ = false;
   std::mutex ring_mutex_;  // the submission side of ring_, stopping_
@@ -373,8 +434,8 @@ class uring_engine final : public engine {
 
 }  // namespace
 
-std::unique_ptr<engine> make_uring_engine(std::string* why, ring_init_fn init, bool cached_reads_inline) {
-  auto e = std::make_unique<uring_engine>(cached_reads_inline);
+std::unique_ptr<engine> make_uring_engine(std::string* why, ring_init_fn init, bool fast_paths) {
+  auto e = std::make_unique<uring_engine>(fast_paths);
   if (const int r = e->start(init != nullptr ? init : &default_ring_init); r < 0) {
     if (why != nullptr) *why = std::string("io_uring_queue_init refused: ") + std::strerror(-r);
     return nullptr;
