@@ -7,11 +7,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <array>
 #include <cerrno>
 #include <cstddef>
 #include <string>
 #include <vector>
 
+#include "../src/io/pipe_readiness.hpp"
 #include "io_test_support.hpp"
 
 extern char** environ;
@@ -145,6 +147,45 @@ TEST_P(io_pipe, destroying_a_stream_with_a_read_pending_aborts_the_read) {
   ASSERT_TRUE(wait_until([&] { return engine().operations_waiting() > waiting_before; }, "the read is pending"));
   reader.reset();
   EXPECT_THROW((void)tpl::sync_wait(std::move(pending)), tpl::io::operation_aborted);
+}
+
+TEST_P(io_pipe, pending_reads_on_many_pipes_hold_no_pool_thread_and_each_gets_its_own_bytes) {
+  // The pool engine waits on the socket engine's readiness (the kernel's RWF_NOWAIT on pipes),
+  // io_uring in its ring: neither parks a pool worker per waiting read.
+  constexpr int kPipes = 32;
+  std::vector<std::pair<pipe_stream, pipe_stream>> pipes;
+  for (int i = 0; i < kPipes; ++i) pipes.push_back(create_pipe());
+  std::vector<std::array<std::byte, 8>> bufs(kPipes);
+  std::vector<tpl::value_task<std::size_t>> reads;
+  const std::size_t waiting_before = engine().operations_waiting();
+  for (int i = 0; i < kPipes; ++i) reads.push_back(pipes[i].first.read_async(bufs[i]));
+  ASSERT_TRUE(wait_until([&] { return engine().operations_waiting() >= waiting_before + kPipes; },
+                         "every read is pending"));
+  EXPECT_LT(tpl::thread_pool::default_pool().stats().blocked_threads, static_cast<unsigned>(kPipes))
+      << "a pool worker is blocked for each waiting read";
+  for (int i = 0; i < kPipes; ++i) {
+    const std::string message = "p" + std::to_string(i);
+    EXPECT_EQ(tpl::sync_wait(pipes[i].second.write_async(bytes_of(message))), message.size());
+  }
+  for (int i = 0; i < kPipes; ++i) {
+    const std::size_t n = tpl::sync_wait(std::move(reads[i]));
+    EXPECT_EQ(string_of(std::span(bufs[i]).first(n)), "p" + std::to_string(i));
+  }
+}
+
+TEST_P(io_pipe, a_second_pending_read_on_one_stream_throws_invalid_operation_and_takes_nothing) {
+  if (GetParam() != engine_choice::pool || !tpl::io::detail::readiness_pipes_supported())
+    GTEST_SKIP() << "only the readiness-served pipes of the pool engine refuse a second read";
+  auto [reader, writer] = create_pipe();
+  std::byte first[8];
+  std::byte second[8];
+  const std::size_t waiting_before = engine().operations_waiting();
+  auto pending = reader.read_async(first);
+  ASSERT_TRUE(wait_until([&] { return engine().operations_waiting() > waiting_before; }, "the read is pending"));
+  EXPECT_THROW((void)tpl::sync_wait(reader.read_async(second)), tpl::invalid_operation);
+  EXPECT_EQ(tpl::sync_wait(writer.write_async(bytes_of("one"))), 3u);
+  const std::size_t n = tpl::sync_wait(std::move(pending));
+  EXPECT_EQ(string_of(std::span(first).first(n)), "one") << "the refused read took nothing";
 }
 
 INSTANTIATE_TEST_SUITE_P(engines, io_pipe, ::testing::Values(engine_choice::pool, engine_choice::io_uring),

@@ -174,9 +174,10 @@ struct io_engine_stats {
 /// event handled by the pool's batch item, a file or pipe system call run by the pool engine)
 /// appears in the stats of that worker's pool.
 struct thread_pool_io_stats {
-  io_engine_stats sockets;  ///< tpl::net's epoll engines
+  io_engine_stats sockets;  ///< tpl::net's socket engines (and the default engine's pipes)
   io_engine_stats uring;    ///< tpl::io's io_uring engines (TPL_IO_ENGINE=io_uring)
-  /// File and pipe system calls that tpl::io's pool engine ran (no engine thread: no wake-ups).
+  /// File system calls that tpl::io's pool engine ran, and pipe calls where the kernel has no
+  /// RWF_NOWAIT for pipes (no engine thread: no wake-ups).
   std::uint64_t pool_engine_completions = 0;
 
   std::uint64_t completions() const noexcept {

@@ -26,6 +26,10 @@
 #include "tpl/cancellation.hpp"
 #include "tpl/io/io_error.hpp"
 
+namespace tpl::net::detail {
+class socket_context;
+}
+
 namespace tpl::io::detail {
 
 class engine;
@@ -40,8 +44,11 @@ struct io_handle {
   const handle_kind kind;
   engine* const eng;
   /// Streams only: an eventfd that cancel and close write to, so that the pool engine's poll()
-  /// wakes (-1 for files).
+  /// wakes (-1 for files and for pipes served by readiness).
   int wake_fd = -1;
+  /// A pipe end served by the socket engine's readiness (pipe_readiness.hpp), which owns `fd`;
+  /// null otherwise. Set before the handle is shared.
+  tpl::net::detail::socket_context* readiness = nullptr;
   /// Owner + one per operation in flight.
   std::atomic<std::uint32_t> refs{1};
   /// Set by close(). Release store / acquire loads: an operation that sees it also sees whatever

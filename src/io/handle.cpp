@@ -15,6 +15,7 @@
 #include <system_error>
 
 #include "engine.hpp"
+#include "pipe_readiness.hpp"
 #include "../env_parse.hpp"
 
 namespace tpl::io {
@@ -33,7 +34,11 @@ void io_handle::release() noexcept {
   // acq_rel: the last release must see every other holder's use of the descriptor (their
   // releases) before it closes it.
   if (refs.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
-  ::close(fd);
+  if (readiness != nullptr) {
+    readiness_release(*this);  // the context owns fd
+  } else {
+    ::close(fd);
+  }
   if (wake_fd >= 0) ::close(wake_fd);
   delete this;
 }
@@ -41,7 +46,9 @@ void io_handle::release() noexcept {
 void io_handle::close_and_release() noexcept {
   // Release: pairs with is_closed()'s acquire.
   closed.store(true, std::memory_order_release);
-  if (kind == handle_kind::stream) {
+  if (readiness != nullptr) {
+    readiness_close(*this);  // ends a pending read or write with "aborted"
+  } else if (kind == handle_kind::stream) {
     if (wake_fd >= 0) {
       const std::uint64_t one = 1;
       // An eventfd write of 1 cannot block or fail short of overflowing the counter at 2^64-2.

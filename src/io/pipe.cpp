@@ -1,5 +1,7 @@
-// tpl::io::pipe_stream and create_pipe: a pipe's two ends as io_handles of kind stream, each with
-// the wake-up eventfd the pool engine's poll() waits on beside the pipe.
+// tpl::io::pipe_stream and create_pipe: a pipe's two ends as io_handles of kind stream, served by
+// the socket engine's readiness (pipe_readiness.hpp) with the pool engine, else by the engine:
+// io_uring's ring, or the pool engine's poll() beside a wake-up eventfd where the kernel has no
+// RWF_NOWAIT for pipes.
 //
 // Invariants: both descriptors are created blocking and close-on-exec (pipe.hpp, rule 5); a
 // stream owns one reference to its handle while open; SIGPIPE's default action is replaced by
@@ -19,6 +21,7 @@
 
 #include "engine.hpp"
 #include "operation.hpp"
+#include "pipe_readiness.hpp"
 
 namespace tpl::io {
 
@@ -37,8 +40,12 @@ void ignore_sigpipe_once() noexcept {
   });
 }
 
-// Takes ownership of fd (closes it on failure).
+// Takes ownership of fd (closes it on failure). With the pool engine, a pipe waits on the socket
+// engine's readiness where the kernel allows it (pipe_readiness.hpp); otherwise (io_uring, or
+// no RWF_NOWAIT on pipes) the engine serves it, the pool engine in poll(2) beside the eventfd.
 detail::io_handle* make_stream_handle(int fd, detail::engine& eng) {
+  if (&eng == &detail::pool_engine() && detail::readiness_pipes_supported())
+    return detail::make_readiness_pipe_handle(fd, eng);
   const int wake = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (wake < 0) {
     const int error = errno;
@@ -96,6 +103,7 @@ detail::io_handle* pipe_stream::checked(const char* operation) const {
 value_task<std::size_t> pipe_stream::read_async(std::span<std::byte> buffer, cancellation_token token) {
   detail::io_handle* h = checked("read_async");
   if (buffer.empty()) return value_task<std::size_t>(std::size_t{0});
+  if (h->readiness != nullptr) return detail::readiness_transfer(h, false, buffer.data(), buffer.size(), std::move(token));
   return detail::transfer(h, {detail::op_code::read, 0, buffer.data(), buffer.size(), false, false}, std::move(token));
 }
 
@@ -104,6 +112,7 @@ value_task<std::size_t> pipe_stream::write_async(std::span<const std::byte> buff
   if (buffer.empty()) return value_task<std::size_t>(std::size_t{0});
   // The engine only reads from a write's buffer; the request type is shared with reads.
   auto* data = const_cast<std::byte*>(buffer.data());
+  if (h->readiness != nullptr) return detail::readiness_transfer(h, true, data, buffer.size(), std::move(token));
   return detail::transfer(h, {detail::op_code::write, 0, data, buffer.size(), true, false}, std::move(token));
 }
 

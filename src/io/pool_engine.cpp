@@ -28,6 +28,7 @@
 #include <cstdint>
 
 #include "engine.hpp"
+#include "pipe_readiness.hpp"
 #include "../thread_pool/io_counters.hpp"
 #include "tpl/thread_pool.hpp"
 
@@ -148,7 +149,8 @@ class pool_engine_impl final : public engine {
   }
 
   std::size_t operations_waiting() const noexcept override {
-    return g_streams_waiting.load(std::memory_order_relaxed);  // see g_streams_waiting
+    // Relaxed: see g_streams_waiting. Pipes served by readiness count theirs apart.
+    return g_streams_waiting.load(std::memory_order_relaxed) + readiness_pipe_operations_waiting();
   }
 };
 
