@@ -18,19 +18,23 @@
 #include <tpl/io.hpp>
 
 #include "../src/io/engine.hpp"
+#include "../src/io/pipe_readiness.hpp"
 #include "test_support.hpp"
 
 namespace tpl_test {
 
 /// io_uring: as configured by default (file reads found in the page cache complete on the calling
-/// thread); io_uring_ring_only: every operation through the ring.
-enum class engine_choice { pool, io_uring, io_uring_ring_only };
+/// thread); io_uring_ring_only: every operation through the ring; pool_poll_pipes: the pool engine
+/// with pipes waiting in poll(2) on a worker (the path of kernels without RWF_NOWAIT on pipes)
+/// instead of on the socket engine's readiness.
+enum class engine_choice { pool, io_uring, io_uring_ring_only, pool_poll_pipes };
 
 inline std::string engine_name(const ::testing::TestParamInfo<engine_choice>& info) {
   switch (info.param) {
     case engine_choice::pool: return "pool";
     case engine_choice::io_uring: return "io_uring";
     case engine_choice::io_uring_ring_only: return "io_uring_ring_only";
+    case engine_choice::pool_poll_pipes: return "pool_poll_pipes";
   }
   return "?";
 }
@@ -40,7 +44,8 @@ inline std::string engine_name(const ::testing::TestParamInfo<engine_choice>& in
 class io_engine_test : public ::testing::TestWithParam<engine_choice> {
  protected:
   void SetUp() override {
-    if (GetParam() != engine_choice::pool) {
+    if (GetParam() == engine_choice::pool_poll_pipes) tpl::io::detail::set_readiness_pipes_for_testing(false);
+    if (GetParam() != engine_choice::pool && GetParam() != engine_choice::pool_poll_pipes) {
       std::string why;
       ring_ = tpl::io::detail::make_uring_engine(&why, nullptr, GetParam() == engine_choice::io_uring);
       if (!ring_) GTEST_SKIP() << "io_uring is not available here (" << why << "); the pool engine runs these tests";
@@ -58,6 +63,7 @@ class io_engine_test : public ::testing::TestWithParam<engine_choice> {
   }
   void TearDown() override {
     tpl::io::detail::set_engine_override_for_testing(nullptr);
+    tpl::io::detail::set_readiness_pipes_for_testing(true);
     ring_.reset();  // drains: every operation of the test has been awaited
     std::error_code ignored;
     std::filesystem::remove_all(dir_, ignored);

@@ -44,7 +44,7 @@ void ignore_sigpipe_once() noexcept {
 // engine's readiness where the kernel allows it (pipe_readiness.hpp); otherwise (io_uring, or
 // no RWF_NOWAIT on pipes) the engine serves it, the pool engine in poll(2) beside the eventfd.
 detail::io_handle* make_stream_handle(int fd, detail::engine& eng) {
-  if (&eng == &detail::pool_engine() && detail::readiness_pipes_supported())
+  if (&eng == &detail::pool_engine() && detail::readiness_pipes_enabled())
     return detail::make_readiness_pipe_handle(fd, eng);
   const int wake = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (wake < 0) {

@@ -133,6 +133,19 @@ bool readiness_pipes_supported() noexcept {
   return supported;
 }
 
+namespace {
+// Acquire/release: a test stores it on one thread and creates pipes after a handshake.
+std::atomic<bool> g_enabled_for_testing{true};
+}  // namespace
+
+bool readiness_pipes_enabled() noexcept {
+  return g_enabled_for_testing.load(std::memory_order_acquire) && readiness_pipes_supported();
+}
+
+void set_readiness_pipes_for_testing(bool enabled) noexcept {
+  g_enabled_for_testing.store(enabled, std::memory_order_release);
+}
+
 io_handle* make_readiness_pipe_handle(int fd, engine& eng) {
   socket_context* c = nullptr;
   try {

@@ -23,6 +23,11 @@ namespace tpl::io::detail {
 
 /// True when this kernel reads and writes pipes with RWF_NOWAIT (probed once per process).
 bool readiness_pipes_supported() noexcept;
+/// Whether new pool-engine pipes are served by readiness: supported, and not switched off for a
+/// test (the poll(2) path is then tested on a kernel that has RWF_NOWAIT).
+bool readiness_pipes_enabled() noexcept;
+/// Testing hook: false makes new pipes take the poll(2) path; true restores the default.
+void set_readiness_pipes_for_testing(bool enabled) noexcept;
 
 /// A pipe end's handle served by the socket engine's readiness: takes ownership of fd (closes it
 /// on failure) and throws io_error (the engine could not watch it) or std::bad_alloc.
