@@ -255,8 +255,9 @@ MICRO_GROUPS: dict[str, str] = {
                      "(seed 002: 106 ns, 112 B)",
     "spawn": "co_await tpl::run(fn) from a pool thread",
     "net": "loopback round trips in one process whose receive waits (UDP receive_from, TCP "
-           "receive): the socket's reusable operation and the engine's hand-off; the kernel "
-           "dominates, so this compares tpl's versions, not peers (0 B per round trip is the point)",
+           "receive, a pipe read): the socket's reusable operation and the engine's hand-off; the "
+           "kernel dominates, so this compares tpl's versions, not peers (0 B per round trip is the "
+           "point)",
     "fork_join": "tpl::parallel::invoke of two trivial functions: taken back on a 1-worker pool, "
                  "and on the default pool whose idle workers may steal the second",
     "semaphore": "async_semaphore wait_async / release (seed 000: 100 WaitAsync + Release(100) "

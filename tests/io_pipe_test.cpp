@@ -149,6 +149,27 @@ TEST_P(io_pipe, destroying_a_stream_with_a_read_pending_aborts_the_read) {
   EXPECT_THROW((void)tpl::sync_wait(std::move(pending)), tpl::io::operation_aborted);
 }
 
+tpl::task<std::string> read_then_write_from_a_worker(pipe_stream& reader, pipe_stream& writer) {
+  co_await tpl::resume_on(tpl::thread_pool::default_pool());
+  std::string all;
+  for (int i = 0; i < 50; ++i) {
+    std::array<std::byte, 8> buf{};
+    auto received = reader.read_async(buf);  // started first: nothing is in the pipe yet
+    const std::string message = "m" + std::to_string(i);
+    co_await writer.write_async(bytes_of(message));
+    const std::size_t n = co_await std::move(received);
+    all += string_of(std::span(buf).first(n)) + ",";
+  }
+  co_return all;
+}
+
+TEST_P(io_pipe, a_read_started_before_its_write_by_one_coroutine_on_a_worker_returns_pending) {
+  auto [reader, writer] = create_pipe();
+  std::string expected;
+  for (int i = 0; i < 50; ++i) expected += "m" + std::to_string(i) + ",";
+  EXPECT_EQ(tpl::sync_wait(read_then_write_from_a_worker(reader, writer)), expected);
+}
+
 TEST_P(io_pipe, pending_reads_on_many_pipes_hold_no_pool_thread_and_each_gets_its_own_bytes) {
   // The pool engine waits on the socket engine's readiness (the kernel's RWF_NOWAIT on pipes),
   // io_uring in its ring: neither parks a pool worker per waiting read.

@@ -4,8 +4,9 @@
 // Invariants:
 //   - The system call runs only on a pool worker, inside a blocking_scope, so the pool counts the
 //     worker as blocked and may inject a thread while it waits (a slow disk or an empty pipe never
-//     starves other work). An operation started on a worker runs there at once (no hop, and a
-//     synchronous completion); one started elsewhere is queued to the default pool first.
+//     starves other work). A file operation started on a worker runs there at once (no hop, and
+//     a synchronous completion); one started elsewhere, and every pipe operation (it may wait for
+//     what its own caller does next), is queued to the default pool first.
 //   - Closed and canceled are checked just before the system call: before it, they win; once a
 //     file's system call runs it completes (regular files cannot be interrupted anyway).
 //   - A stream operation never blocks in read/write: it waits in poll() on the pipe and on the
@@ -118,7 +119,12 @@ class pool_engine_impl final : public engine {
  public:
   io_engine kind() const noexcept override { return io_engine::pool; }
 
-  bool ready(io_op&) noexcept override { return thread_pool::current() != nullptr; }
+  bool ready(io_op& op) noexcept override {
+    // A file call on a worker runs here at once. A pipe operation may wait for the other end,
+    // which the caller itself may be about to serve (start a read, then write what it answers):
+    // it always goes to a worker of its own, so the call returns a pending operation.
+    return op.handle->kind == handle_kind::file && thread_pool::current() != nullptr;
+  }
 
   bool suspend(io_op&, std::coroutine_handle<> continuation) noexcept override {
     try {
