@@ -341,11 +341,11 @@ TEST_P(io_file, a_read_counts_a_completion_in_the_default_pools_io_stats) {
   tpl::thread_pool& pool = tpl::thread_pool::default_pool();
   const tpl::thread_pool_io_stats before = pool.stats().io;
   std::vector<std::byte> buf(64);
-  // From this thread (not a worker): the pool engine runs the read on a default-pool worker; the
-  // io_uring engine's completion thread resumes it there, or (the bytes just written are in the
-  // page cache) the read completes here at once, counted for the default pool as a thread that is
-  // neither a worker nor an engine. Each counts it before the read's continuation runs, so
-  // sync_wait returning means the counter has moved.
+  // From this thread (not a worker): the bytes just written are in the page cache, so with either
+  // engine's defaults the read completes here at once, counted for the default pool as a thread
+  // that is neither a worker nor an engine; through the ring, the completion thread resumes it on
+  // the default pool. Each counts it before the read's continuation runs, so sync_wait returning
+  // means the counter has moved.
   EXPECT_EQ(tpl::sync_wait(f.read_at_async(0, buf)), 64u);
   const tpl::thread_pool_io_stats after = pool.stats().io;
   if (GetParam() == engine_choice::pool) {
@@ -362,6 +362,28 @@ TEST_P(io_file, a_read_counts_a_completion_in_the_default_pools_io_stats) {
     EXPECT_GE(batches, 1u);
   }
   EXPECT_GE(after.completions() - before.completions(), 1u);
+}
+
+TEST_P(io_file, a_read_of_cached_bytes_from_a_thread_outside_the_pool_completes_within_the_call) {
+  auto f = file::open(path("f"), file_mode::create, file_access::read_write);
+  const std::vector<std::byte> data = pattern(0, 8192);
+  EXPECT_EQ(tpl::sync_wait(f.write_at_async(0, data)), data.size());
+  std::vector<std::byte> back(data.size());
+  auto read = f.read_at_async(0, back);  // the bytes just written are in the page cache
+  if (GetParam() == engine_choice::io_uring_ring_only) {
+    EXPECT_EQ(tpl::sync_wait(std::move(read)), data.size());
+  } else {
+    // preadv2(RWF_NOWAIT) on this thread: no hop to a worker, no ring.
+    EXPECT_TRUE(read.is_completed()) << "the read went to another thread";
+    EXPECT_EQ(tpl::sync_wait(std::move(read)), data.size());
+  }
+  EXPECT_EQ(back, data);
+  std::vector<std::byte> past(16);
+  auto at_end = f.read_at_async(data.size() + 100, past);
+  if (GetParam() != engine_choice::io_uring_ring_only) {
+    EXPECT_TRUE(at_end.is_completed());
+  }
+  EXPECT_EQ(tpl::sync_wait(std::move(at_end)), 0u) << "past the end: 0 bytes";
 }
 
 tpl::task<std::size_t> read_from(tpl::thread_pool& pool, file& f, std::span<std::byte> buf) {

@@ -6,7 +6,9 @@
 //     worker as blocked and may inject a thread while it waits (a slow disk or an empty pipe never
 //     starves other work). A file operation started on a worker runs there at once (no hop, and
 //     a synchronous completion); one started elsewhere, and every pipe operation (it may wait for
-//     what its own caller does next), is queued to the default pool first.
+//     what its own caller does next), is queued to the default pool first. The one exception: a
+//     file read started elsewhere whose bytes are all in the page cache completes on the calling
+//     thread with preadv2(RWF_NOWAIT), which cannot block (nowait_call.hpp).
 //   - Closed and canceled are checked just before the system call: before it, they win; once a
 //     file's system call runs it completes (regular files cannot be interrupted anyway).
 //   - A stream operation never blocks in read/write: it waits in poll() on the pipe and on the
@@ -29,6 +31,7 @@
 #include <cstdint>
 
 #include "engine.hpp"
+#include "nowait_call.hpp"
 #include "pipe_readiness.hpp"
 #include "../thread_pool/io_counters.hpp"
 #include "tpl/thread_pool.hpp"
@@ -123,7 +126,12 @@ class pool_engine_impl final : public engine {
     // A file call on a worker runs here at once. A pipe operation may wait for the other end,
     // which the caller itself may be about to serve (start a read, then write what it answers):
     // it always goes to a worker of its own, so the call returns a pending operation.
-    return op.handle->kind == handle_kind::file && thread_pool::current() != nullptr;
+    if (op.handle->kind != handle_kind::file) return false;
+    if (thread_pool::current() != nullptr) return true;
+    // Elsewhere (a thread of the program's, an engine thread): a read the page cache serves
+    // completes here without the hop (nowait_call.hpp); anything else goes to a worker.
+    return op.code == op_code::read &&
+           try_nowait_file_call(op, nowait_reads_, tpl::detail::io_kind::pool_engine, kMaxBytesPerCall);
   }
 
   bool suspend(io_op&, std::coroutine_handle<> continuation) noexcept override {
@@ -138,6 +146,7 @@ class pool_engine_impl final : public engine {
   }
 
   void complete(io_op& op) noexcept override {
+    if (op.completed_in_ready) return;  // served from the page cache in ready()
     if (stopped_before_start(op)) return;
     try {
       const blocking_scope blocking("tpl::io operation");
@@ -158,6 +167,10 @@ class pool_engine_impl final : public engine {
     // Relaxed: see g_streams_waiting. Pipes served by readiness count theirs apart.
     return g_streams_waiting.load(std::memory_order_relaxed) + readiness_pipe_operations_waiting();
   }
+
+ private:
+  // Whether this kernel and file system take RWF_NOWAIT reads (nowait_call.hpp).
+  std::atomic<bool> nowait_reads_{true};
 };
 
 }  // namespace

@@ -73,6 +73,7 @@
 // pipe_readiness.hpp) and take the ring, which waits on them without a worker thread. With fast
 // paths off (tests) every operation takes the ring.
 #include "engine.hpp"
+#include "nowait_call.hpp"
 #include "pipe_readiness.hpp"
 
 #if TPL_HAVE_LIBURING
@@ -161,11 +162,10 @@ class uring_engine final : public engine {
 
   bool ready(io_op& op) noexcept override {
     if (!fast_paths_ || op.handle->kind != handle_kind::file) return false;
-    if (op.code == op_code::read) return read_cached(op);
-    // A write or a flush (header, "Writes and flushes"). relaxed: a hint, cleared once when the
-    // kernel refuses RWF_NOWAIT for writes; either value is safe.
-    if (op.code == op_code::write && nowait_writes_.load(std::memory_order_relaxed) && write_without_waiting(op))
-      return true;
+    constexpr auto kind = tpl::detail::io_kind::uring;
+    if (op.code == op_code::read) return try_nowait_file_call(op, cached_reads_inline_, kind, kMaxBytesPerSqe);
+    // A write or a flush (header, "Writes and flushes").
+    if (op.code == op_code::write && try_nowait_file_call(op, nowait_writes_, kind, kMaxBytesPerSqe)) return true;
     op.on_pool = true;
     return pool_engine().ready(op);
   }
@@ -281,51 +281,6 @@ class uring_engine final : public engine {
       if (op.next != nullptr) op.next->prev = op.prev;
       op.in_pending_list = false;
     }
-  }
-
-  // The page-cache read (header): true when it completed here.
-  bool read_cached(io_op& op) noexcept {
-    // relaxed: a hint, cleared once when the kernel refuses RWF_NOWAIT; either value is safe.
-    if (!cached_reads_inline_.load(std::memory_order_relaxed)) return false;
-    if (op.handle->is_closed() || op.token->is_cancellation_requested()) return false;  // suspend() says so
-    const std::size_t length = std::min(op.length, kMaxBytesPerSqe);
-    iovec iov{op.buffer, length};
-    ssize_t n;
-    do {
-      n = ::preadv2(op.handle->fd, &iov, 1, static_cast<off_t>(op.offset), RWF_NOWAIT);
-    } while (n < 0 && errno == EINTR);
-    if (n < 0) {
-      // EOPNOTSUPP: this kernel or file system has no RWF_NOWAIT for reads; stop asking.
-      if (errno == EOPNOTSUPP) cached_reads_inline_.store(false, std::memory_order_relaxed);
-      return false;
-    }
-    if (n != 0 && static_cast<std::size_t>(n) != length) return false;  // a part: the ring decides
-    op.result = n;
-    op.completed_in_ready = true;
-    tpl::detail::count_io_completion(tpl::detail::io_kind::uring);
-    return true;
-  }
-
-  // A write the kernel takes without waiting (header): true when it completed here, with all or
-  // part of the bytes (the caller's loop writes the rest).
-  bool write_without_waiting(io_op& op) noexcept {
-    if (op.handle->is_closed() || op.token->is_cancellation_requested()) return false;  // the pool path says so
-    const std::size_t length = std::min(op.length, kMaxBytesPerSqe);
-    iovec iov{op.buffer, length};
-    ssize_t n;
-    do {
-      n = ::pwritev2(op.handle->fd, &iov, 1, static_cast<off_t>(op.offset), RWF_NOWAIT);
-    } while (n < 0 && errno == EINTR);
-    if (n < 0) {
-      // EOPNOTSUPP: no RWF_NOWAIT for buffered writes here (ext4 and tmpfs on 6.18); stop asking.
-      if (errno == EOPNOTSUPP) nowait_writes_.store(false, std::memory_order_relaxed);  // see ready()
-      return false;
-    }
-    if (n == 0 && length != 0) return false;  // no progress: let the pool path's write decide
-    op.result = n;
-    op.completed_in_ready = true;
-    tpl::detail::count_io_completion(tpl::detail::io_kind::uring);
-    return true;
   }
 
   bool finish_unstarted(io_op& op, cancel_reason why) noexcept {
