@@ -1,9 +1,9 @@
 // tpl::io pipes: end of stream, write-all across short writes, a child's stdout, cancel and close
 // of a pending read or write, EPIPE without SIGPIPE, and io_uring's shutdown with a read pending.
-// Each test runs with pipes on the socket engine's readiness (the default, with either engine)
-// and on the engines' own pipe paths of kernels without RWF_NOWAIT on pipes (the pool engine's
-// poll(2), io_uring's ring). A pending operation is observed through the engine's count of
-// waiting operations (a handshake, never a sleep).
+// Each test runs on the pool engine (pipes on the socket engine's readiness, and on the poll(2)
+// path of kernels without RWF_NOWAIT on pipes) and on io_uring (its ring, by default and with the
+// files' fast paths off). A pending operation is observed through the engine's count of waiting
+// operations (a handshake, never a sleep).
 #include <spawn.h>
 #include <sys/ioctl.h>
 #include <sys/wait.h>
@@ -16,7 +16,6 @@
 #include <thread>
 #include <vector>
 
-#include "../src/io/pipe_readiness.hpp"
 #include "io_test_support.hpp"
 
 extern char** environ;
@@ -210,7 +209,6 @@ TEST_P(io_pipe, pending_reads_on_many_pipes_hold_no_pool_thread_and_each_gets_it
   // io_uring in its ring: neither parks a pool worker per waiting read.
   if (GetParam() == engine_choice::pool_poll_pipes)
     GTEST_SKIP() << "the poll(2) path of kernels without RWF_NOWAIT on pipes blocks a worker per waiting read";
-  // (io_uring_ring_only: the ring waits for the pipe without a thread, so it is checked too.)
   constexpr int kPipes = 32;
   std::vector<std::pair<pipe_stream, pipe_stream>> pipes;
   for (int i = 0; i < kPipes; ++i) pipes.push_back(create_pipe());
@@ -233,8 +231,8 @@ TEST_P(io_pipe, pending_reads_on_many_pipes_hold_no_pool_thread_and_each_gets_it
 }
 
 TEST_P(io_pipe, a_second_pending_read_on_one_stream_throws_invalid_operation_and_takes_nothing) {
-  if (!tpl::io::detail::readiness_pipes_enabled())
-    GTEST_SKIP() << "only pipes served by readiness refuse a second read";
+  if (GetParam() != engine_choice::pool || !tpl::io::detail::readiness_pipes_enabled())
+    GTEST_SKIP() << "only the pool engine's pipes, served by readiness, refuse a second read";
   auto [reader, writer] = create_pipe();
   std::byte first[8];
   std::byte second[8];
@@ -257,9 +255,7 @@ TEST(io_uring_engine, shutting_down_with_a_read_pending_aborts_it_and_returns) {
   auto ring = tpl::io::detail::make_uring_engine(&why);
   if (!ring) GTEST_SKIP() << "io_uring is not available here (" << why << ")";
   tpl::io::detail::set_engine_override_for_testing(ring.get());
-  tpl::io::detail::set_readiness_pipes_for_testing(false);  // the pipe's read goes to this ring
   auto [reader, writer] = create_pipe();
-  tpl::io::detail::set_readiness_pipes_for_testing(true);
   tpl::io::detail::set_engine_override_for_testing(nullptr);
   std::byte buf[4];
   auto pending = reader.read_async(buf);

@@ -24,9 +24,8 @@
 namespace tpl_test {
 
 /// io_uring: as configured by default (file reads found in the page cache complete on the calling
-/// thread); io_uring_ring_only: every operation through the ring, pipes included; pool_poll_pipes:
-/// the pool engine with pipes waiting in poll(2) on a worker. The last two are the pipe paths of
-/// kernels without RWF_NOWAIT on pipes; by default pipes wait on the socket engine's readiness.
+/// thread); io_uring_ring_only: every operation through the ring; pool_poll_pipes: the pool engine with pipes waiting in poll(2) on a worker (the path of
+/// kernels without RWF_NOWAIT on pipes) instead of on the socket engine's readiness.
 enum class engine_choice { pool, io_uring, io_uring_ring_only, pool_poll_pipes };
 
 inline std::string engine_name(const ::testing::TestParamInfo<engine_choice>& info) {
@@ -44,8 +43,7 @@ inline std::string engine_name(const ::testing::TestParamInfo<engine_choice>& in
 class io_engine_test : public ::testing::TestWithParam<engine_choice> {
  protected:
   void SetUp() override {
-    if (GetParam() == engine_choice::pool_poll_pipes || GetParam() == engine_choice::io_uring_ring_only)
-      tpl::io::detail::set_readiness_pipes_for_testing(false);
+    if (GetParam() == engine_choice::pool_poll_pipes) tpl::io::detail::set_readiness_pipes_for_testing(false);
     if (GetParam() != engine_choice::pool && GetParam() != engine_choice::pool_poll_pipes) {
       std::string why;
       ring_ = tpl::io::detail::make_uring_engine(&why, nullptr, GetParam() == engine_choice::io_uring);

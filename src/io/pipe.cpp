@@ -1,6 +1,7 @@
 // tpl::io::pipe_stream and create_pipe: a pipe's two ends as io_handles of kind stream, served by
-// the socket engine's readiness (pipe_readiness.hpp), or, where the kernel has no RWF_NOWAIT for
-// pipes, by the engine: io_uring's ring, or the pool engine's poll() beside a wake-up eventfd.
+// the socket engine's readiness (pipe_readiness.hpp) with the pool engine, else by the engine:
+// io_uring's ring, or the pool engine's poll() beside a wake-up eventfd where the kernel has no
+// RWF_NOWAIT for pipes.
 //
 // Invariants: both descriptors are created blocking and close-on-exec (pipe.hpp, rule 5); a
 // stream owns one reference to its handle while open; SIGPIPE's default action is replaced by
@@ -39,12 +40,13 @@ void ignore_sigpipe_once() noexcept {
   });
 }
 
-// Takes ownership of fd (closes it on failure). A pipe waits on the socket engine's readiness
-// where the kernel allows it (pipe_readiness.hpp), whichever engine serves files; otherwise (no
-// RWF_NOWAIT on pipes) the engine serves it: io_uring's ring, or the pool engine's poll(2)
-// beside the eventfd.
+// Takes ownership of fd (closes it on failure). With the pool engine, a pipe waits on the socket
+// engine's readiness where the kernel allows it (pipe_readiness.hpp); otherwise the engine serves
+// it: io_uring's ring (faster for pipes than io_uring polls as the sockets' readiness source), or
+// the pool engine's poll(2) beside the eventfd (no RWF_NOWAIT on pipes).
 detail::io_handle* make_stream_handle(int fd, detail::engine& eng) {
-  if (detail::readiness_pipes_enabled()) return detail::make_readiness_pipe_handle(fd, eng);
+  if (&eng == &detail::pool_engine() && detail::readiness_pipes_enabled())
+    return detail::make_readiness_pipe_handle(fd, eng);
   const int wake = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (wake < 0) {
     const int error = errno;

@@ -1,7 +1,7 @@
-// src/io/pipe_readiness.hpp (private) — pipes on the socket engine's readiness: a pipe's read or
-// write that must wait registers with the socket engine (epoll, or io_uring polls with
-// TPL_IO_ENGINE=io_uring) instead of blocking a pool worker in poll(2) (the pool engine's way) or
-// going through the file engine's shared ring (io_uring's), both slower (pipe_readiness.cpp).
+// src/io/pipe_readiness.hpp (private) — pipes on the socket engine's readiness: with the pool
+// engine, a pipe's read or write that must wait registers with the socket engine (epoll) instead
+// of blocking a pool worker in poll(2) (pipe_readiness.cpp). The io_uring engine keeps pipes on
+// its ring, which is faster for them than io_uring polls as the sockets' readiness source.
 //
 // Invariants:
 //   - A pipe end served this way has a socket_context (io_handle::readiness) that owns its
@@ -10,8 +10,8 @@
 //   - The descriptors stay blocking (pipe.hpp, rule 5: a child given one end sees an ordinary
 //     pipe); every system call on them is preadv2/pwritev2 with RWF_NOWAIT, which answers EAGAIN
 //     instead of blocking whatever the descriptor's mode. Kernels that refuse RWF_NOWAIT on a pipe
-//     (EOPNOTSUPP on old kernels) keep their engine's path: readiness_pipes_supported() probes
-//     that once.
+//     (EOPNOTSUPP on old kernels) keep the pool engine's poll(2) path: readiness_pipes_supported()
+//     probes that once.
 #pragma once
 
 #include <cstddef>
@@ -24,10 +24,10 @@ namespace tpl::io::detail {
 
 /// True when this kernel reads and writes pipes with RWF_NOWAIT (probed once per process).
 bool readiness_pipes_supported() noexcept;
-/// Whether new pipes are served by readiness: supported, and not switched off for a test (the
-/// engines' own pipe paths are then tested on a kernel that has RWF_NOWAIT).
+/// Whether new pool-engine pipes are served by readiness: supported, and not switched off for a
+/// test (the poll(2) path is then tested on a kernel that has RWF_NOWAIT).
 bool readiness_pipes_enabled() noexcept;
-/// Testing hook: false makes new pipes take their engine's path; true restores the default.
+/// Testing hook: false makes new pool-engine pipes take the poll(2) path; true restores the default.
 void set_readiness_pipes_for_testing(bool enabled) noexcept;
 
 /// A pipe end's handle served by the socket engine's readiness: takes ownership of fd (closes it

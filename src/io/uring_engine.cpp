@@ -68,13 +68,16 @@
 // also checks closed and canceled just before the call. Such an op (`on_pool`) never touches the
 // ring or the hand-off protocol; one that went through suspend() is counted in `alive_` like a
 // ring op, so the engine outlives it. RWF_NOWAIT refused with EOPNOTSUPP (buffered writes on ext4
-// and tmpfs, kernel 6.18) stops the attempts for the engine's lifetime. Pipes come here only on
-// kernels without RWF_NOWAIT on pipes (they wait on the socket engine's readiness otherwise,
-// pipe_readiness.hpp) and take the ring, which waits on them without a worker thread. With fast
-// paths off (tests) every operation takes the ring.
+// and tmpfs, kernel 6.18) stops the attempts for the engine's lifetime.
+//
+// Pipes always take the ring, which waits for them with the kernel's own poll (no worker thread).
+// A pipe write made on the calling thread instead (pwritev2 with RWF_NOWAIT) was slower: a read
+// pending in the ring is then completed by task work queued to the thread that submitted it,
+// which runs it only when that thread next enters the kernel, where a write submitted to the ring
+// runs it on the way out of that very submission. With fast paths off (tests) every operation
+// takes the ring.
 #include "engine.hpp"
 #include "nowait_call.hpp"
-#include "pipe_readiness.hpp"
 
 #if TPL_HAVE_LIBURING
 #include <liburing.h>
@@ -264,8 +267,8 @@ class uring_engine final : public engine {
   }
 
   std::size_t operations_waiting() const noexcept override {
-    // Relaxed: a count for tests' polling handshakes. Pipes served by readiness count theirs apart.
-    return static_cast<std::size_t>(in_flight_.load(std::memory_order_relaxed)) + readiness_pipe_operations_waiting();
+    // Relaxed: a count for tests' polling handshakes.
+    return static_cast<std::size_t>(in_flight_.load(std::memory_order_relaxed));
   }
 
  private:

@@ -73,7 +73,7 @@
 // every event of the batch, so an event returned just before the detach still finds its target
 // alive. Engines are never destroyed (like the default pool): their threads end with the process.
 //
-// Choosing the source: TPL_IO_ENGINE=io_uring asks for io_uring (as for files); where
+// Choosing the source: TPL_IO_ENGINE=io_uring asks for io_uring (as for files and pipes); where
 // the ring is refused (seccomp, kernel.io_uring_disabled, tpl built without liburing) every engine
 // uses epoll and socket_engine_fallback_reason() says why.
 #include "socket_engine.hpp"

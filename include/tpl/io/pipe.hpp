@@ -22,16 +22,16 @@
 //      there for the next read.
 //   3. close() (and the destructor) ends every pending operation with operation_aborted and
 //      returns without waiting for them; the descriptor is closed once the last one has left.
-//   4. One read and one write may be pending at a time on a stream (as .NET's PipeStream); a
-//      second one throws invalid_operation and takes nothing (on kernels with RWF_NOWAIT on pipes).
+//   4. One read and one write may be pending at a time on a stream (as .NET's PipeStream); with
+//      the default engine a second one throws invalid_operation and takes nothing.
 //   5. Both descriptors are blocking and close-on-exec, so a child given one (dup2 clears
 //      close-on-exec on the copy) sees an ordinary pipe.
-//   Engines: a read or write that must wait registers with the socket engine's readiness (epoll,
-//   or io_uring polls with TPL_IO_ENGINE=io_uring), as a socket receive does, and holds no thread
-//   while it waits; its system calls are preadv2/pwritev2 with RWF_NOWAIT, so the descriptors
-//   stay blocking. A kernel without RWF_NOWAIT on pipes gets the files' engine instead: the pool
-//   engine waits in poll(2) on the pipe and a wake-up eventfd, inside a blocking_scope on a pool
-//   worker; io_uring makes the read or write an io_uring operation, canceled with
+//   Engines: with the pool engine (the default) a read or write that must wait registers with the
+//   socket engine's epoll readiness, as a socket receive does, and holds no thread while it waits;
+//   its system calls are preadv2/pwritev2 with RWF_NOWAIT, so the descriptors stay blocking (a
+//   kernel without RWF_NOWAIT on pipes gets the older path: the operation waits in poll(2) on the
+//   pipe and a wake-up eventfd, inside a blocking_scope on a pool worker). With io_uring the read
+//   or write is an io_uring operation (the kernel arms its own poll), canceled with
 //   IORING_OP_ASYNC_CANCEL.
 #pragma once
 
