@@ -58,23 +58,23 @@
 // handle or a canceled token, which suspend() reports.
 //
 // Writes and flushes (ready() and suspend(), before any of the above): a file write first tries
-// pwritev2(RWF_NOWAIT) on the calling thread, and completes there with what the kernel took
-// (the caller's loop writes the rest). What the kernel cannot write without waiting, and every
+// pwritev2(RWF_NOWAIT) on the calling thread, and completes there with what the kernel took (the
+// caller's loop writes the rest). What the kernel cannot write without waiting, and every
 // fsync/fdatasync, the ring could only hand to one of the kernel's io-wq worker threads, whose
 // wake-up, plus the completion thread's and the hop back to the pool, cost more than the call
 // itself when the pages are in memory (docs/io.md has the figures). Those run as the pool engine
-// runs them instead: on the pool worker that started them, inside a
-// blocking_scope, or queued to the default pool from any other thread (pool_engine.cpp), which
-// also checks closed and canceled just before the call. Such an op (`on_pool`) never touches the
-// ring or the hand-off protocol; one that went through suspend() is counted in `alive_` like a
-// ring op, so the engine outlives it. RWF_NOWAIT refused with EOPNOTSUPP (buffered writes on ext4
-// and tmpfs, kernel 6.18) stops the attempts for the engine's lifetime.
+// runs them instead: on the pool worker that started them, inside a blocking_scope, or queued to
+// the default pool from any other thread (pool_engine.cpp), which also checks closed and canceled
+// just before the call. Such an op (`on_pool`) never touches the ring or the hand-off protocol; one
+// that went through suspend() is counted in `alive_` like a ring op, so the engine outlives it.
+// RWF_NOWAIT refused with EOPNOTSUPP (buffered writes on ext4 and tmpfs, kernel 6.18) stops the
+// attempts for the engine's lifetime.
 //
 // Pipes always take the ring, which waits for them with the kernel's own poll (no worker thread).
-// A pipe write made on the calling thread instead (pwritev2 with RWF_NOWAIT) was slower: a read
-// pending in the ring is then completed by task work queued to the thread that submitted it,
-// which runs it only when that thread next enters the kernel, where a write submitted to the ring
-// runs it on the way out of that very submission. With fast paths off (tests) every operation
+// Their writes are not tried on the calling thread first: a read pending in the ring is completed
+// by task work queued to the thread that submitted it, which a write through the ring runs on its
+// way out of the submission, and a pwritev2 made outside the ring leaves waiting until that thread
+// next enters the kernel (docs/io.md has the figures). With fast paths off (tests) every operation
 // takes the ring.
 #include "engine.hpp"
 #include "nowait_call.hpp"
