@@ -178,14 +178,14 @@ GROUPS: dict[str, dict] = {
     "plaintext_pipelined": dict(desc="TechEmpower's plaintext pipelined: the same GET /plaintext, "
                                      "16 requests per write (bench/wrk/pipeline.lua), each "
                                      "answered in order; wrk with 256 connections and cores/2 "
-                                     "threads for 3 s after a 1 s warm-up (quick: 1 s, no "
+                                     "threads for 2 s after a 1 s warm-up (quick: 1 s, no "
                                      "warm-up; 3 rounds); " + SHARED_CORES + ". No p50/p99: "
                                      "wrk corrects its latencies for "
                                      "coordinated omission as if every round trip carried one "
                                      "request, which gives nonsense (0, or a p50 above the mean) "
                                      "with 16",
                                 server="plaintext",
-                                wrk=dict(conns=256, seconds=(3, 1), warmup_s=(1, 0), pipeline=16),
+                                wrk=dict(conns=256, seconds=(2, 1), warmup_s=(1, 0), pipeline=16),
                                 expect=None, max_reps=3),
 }
 

@@ -52,6 +52,26 @@ BENCHMARK(net_udp_receive_that_waits)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 
+// The stream round trip both stream benchmarks time: a read that waits (nothing was written yet),
+// then a write from the other end; `read(span)` and `write(span)` start the two operations.
+template <class Read, class Write>
+void stream_round_trips(benchmark::State& state, Read read, Write write) {
+  std::array<std::byte, 64> in{}, out{};
+  tpl_bench::alloc_probe probe;
+  for (auto _ : state) {
+    tpl::sync_wait([&]() -> tpl::task<> {
+      for (int i = 0; i < kRoundTrips; ++i) {
+        auto received = read(std::span(in));  // waits: nothing was written yet
+        co_await write(std::span<const std::byte>(out));
+        std::size_t got = co_await std::move(received);
+        while (got < out.size()) got += co_await read(std::span(in).subspan(got));
+        benchmark::DoNotOptimize(got);
+      }
+    }());
+  }
+  per_round_trip(state, probe);
+}
+
 void net_tcp_receive_that_waits(benchmark::State& state) {
   tpl::net::tcp_listener listener(loopback());
   auto accepted = listener.accept_async().as_task();
@@ -59,20 +79,9 @@ void net_tcp_receive_that_waits(benchmark::State& state) {
   tpl::sync_wait(client.connect_async(listener.local_endpoint()));
   tpl::net::tcp_socket server = tpl::sync_wait(std::move(accepted));
   client.set_no_delay(true);
-  std::array<std::byte, 64> in{}, out{};
-  tpl_bench::alloc_probe probe;
-  for (auto _ : state) {
-    tpl::sync_wait([&]() -> tpl::task<> {
-      for (int i = 0; i < kRoundTrips; ++i) {
-        auto received = server.receive_async(in);  // waits: nothing was sent yet
-        co_await client.send_async(out);
-        std::size_t got = co_await std::move(received);
-        while (got < out.size()) got += co_await server.receive_async(std::span(in).subspan(got));
-        benchmark::DoNotOptimize(got);
-      }
-    }());
-  }
-  per_round_trip(state, probe);
+  stream_round_trips(
+      state, [&](std::span<std::byte> b) { return server.receive_async(b); },
+      [&](std::span<const std::byte> b) { return client.send_async(b); });
 }
 BENCHMARK(net_tcp_receive_that_waits)
     ->Name("net/tcp receive that waits + send, 10,000 round trips")
@@ -81,20 +90,9 @@ BENCHMARK(net_tcp_receive_that_waits)
 
 void net_pipe_read_that_waits(benchmark::State& state) {
   auto [reader, writer] = tpl::io::create_pipe();
-  std::array<std::byte, 64> in{}, out{};
-  tpl_bench::alloc_probe probe;
-  for (auto _ : state) {
-    tpl::sync_wait([&, &reader = reader, &writer = writer]() -> tpl::task<> {
-      for (int i = 0; i < kRoundTrips; ++i) {
-        auto received = reader.read_async(in);  // waits: nothing was written yet
-        co_await writer.write_async(out);
-        std::size_t got = co_await std::move(received);
-        while (got < out.size()) got += co_await reader.read_async(std::span(in).subspan(got));
-        benchmark::DoNotOptimize(got);
-      }
-    }());
-  }
-  per_round_trip(state, probe);
+  stream_round_trips(
+      state, [&reader = reader](std::span<std::byte> b) { return reader.read_async(b); },
+      [&writer = writer](std::span<const std::byte> b) { return writer.write_async(b); });
 }
 BENCHMARK(net_pipe_read_that_waits)
     ->Name("net/pipe read that waits + write, 10,000 round trips")
