@@ -714,6 +714,10 @@ def progress(msg: str) -> None:
 # explicit --reps applies to every group as given (max_reps still caps).
 LONG_ROUND_S = 5.0
 LONG_GROUP_REPS = 3
+# A method whose first run takes longer than this (Go and tokio on fib35, Java's virtual threads
+# on chain_channels: 10-50x the group's fastest) is measured in that one round; its rank does not
+# depend on a second sample, and three of them cost over a minute of the budget.
+LONG_METHOD_S = 10.0
 
 
 def run_groups(groups: dict[str, list[Entry]], reps: int, quick: bool, timeout: float,
@@ -734,6 +738,9 @@ def run_groups(groups: dict[str, list[Entry]], reps: int, quick: bool, timeout: 
             for e in entries:  # interleaved: A B C A B C ...
                 done += 1
                 if e.error:
+                    continue
+                if shorten_long and rep >= 1 and e.wall_s and e.wall_s[0] > LONG_METHOD_S:
+                    e.note = e.note or f"one round: its first run took over {LONG_METHOD_S:.0f} s"
                     continue
                 el = time.monotonic() - t_start
                 progress(f"[{done}/{total} {el:5.0f} s] {group} round {rep + 1}/{g_reps}: "
