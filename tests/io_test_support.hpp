@@ -24,8 +24,9 @@
 namespace tpl_test {
 
 /// io_uring: as configured by default (file reads found in the page cache complete on the calling
-/// thread); io_uring_ring_only: every operation through the ring; pool_poll_pipes: the pool engine with pipes waiting in poll(2) on a worker (the path of
-/// kernels without RWF_NOWAIT on pipes) instead of on the socket engine's readiness.
+/// thread); io_uring_ring_only: every operation through the ring; pool_poll_pipes: the pool engine
+/// with pipes waiting in poll(2) on a worker (the path of kernels without RWF_NOWAIT on pipes)
+/// instead of on the socket engine's readiness.
 enum class engine_choice { pool, io_uring, io_uring_ring_only, pool_poll_pipes };
 
 inline std::string engine_name(const ::testing::TestParamInfo<engine_choice>& info) {
@@ -43,8 +44,9 @@ inline std::string engine_name(const ::testing::TestParamInfo<engine_choice>& in
 class io_engine_test : public ::testing::TestWithParam<engine_choice> {
  protected:
   void SetUp() override {
+    const bool uring = GetParam() == engine_choice::io_uring || GetParam() == engine_choice::io_uring_ring_only;
     if (GetParam() == engine_choice::pool_poll_pipes) tpl::io::detail::set_readiness_pipes_for_testing(false);
-    if (GetParam() != engine_choice::pool && GetParam() != engine_choice::pool_poll_pipes) {
+    if (uring) {
       std::string why;
       ring_ = tpl::io::detail::make_uring_engine(&why, nullptr, GetParam() == engine_choice::io_uring);
       if (!ring_) GTEST_SKIP() << "io_uring is not available here (" << why << "); the pool engine runs these tests";

@@ -38,14 +38,17 @@ using tpl::net::detail::attempt_result;
 using tpl::net::detail::pending_op;
 using tpl::net::detail::socket_context;
 
-/// One read: the bytes available (0 at end of stream).
-struct pipe_read_op : pending_op {
+/// One read (the bytes available, 0 at end of stream) or one whole write (what fits now, then
+/// waits for room, until every byte is in the pipe; `moved` keeps the progress across waits).
+struct pipe_op : pending_op {
   std::byte* buffer;
   std::size_t length;
   std::size_t moved = 0;
-  pipe_read_op(std::byte* b, std::size_t n) noexcept : buffer(b), length(n) { attempt = &run; }
-  static attempt_result run(pending_op* p, int fd) noexcept {
-    auto* self = static_cast<pipe_read_op*>(p);
+  pipe_op(bool write, std::byte* b, std::size_t n) noexcept : buffer(b), length(n) {
+    attempt = write ? &run_write : &run_read;
+  }
+  static attempt_result run_read(pending_op* p, int fd) noexcept {
+    auto* self = static_cast<pipe_op*>(p);
     iovec iov{self->buffer, self->length};
     for (;;) {
       const ssize_t n = ::preadv2(fd, &iov, 1, -1, RWF_NOWAIT);
@@ -59,18 +62,10 @@ struct pipe_read_op : pending_op {
       return attempt_result::done;
     }
   }
-};
-
-/// A whole write: what fits now, then waits for room, until every byte is in the pipe.
-struct pipe_write_op : pending_op {
-  const std::byte* data;
-  std::size_t length;
-  std::size_t moved = 0;
-  pipe_write_op(const std::byte* d, std::size_t n) noexcept : data(d), length(n) { attempt = &run; }
-  static attempt_result run(pending_op* p, int fd) noexcept {
-    auto* self = static_cast<pipe_write_op*>(p);
+  static attempt_result run_write(pending_op* p, int fd) noexcept {
+    auto* self = static_cast<pipe_op*>(p);
     while (self->moved < self->length) {
-      iovec iov{const_cast<std::byte*>(self->data + self->moved), self->length - self->moved};
+      iovec iov{self->buffer + self->moved, self->length - self->moved};
       const ssize_t n = ::pwritev2(fd, &iov, 1, -1, RWF_NOWAIT);
       if (n >= 0) {
         self->moved += static_cast<std::size_t>(n);
@@ -128,18 +123,14 @@ bool probe_nowait_pipes() noexcept {
 
 }  // namespace
 
-bool readiness_pipes_supported() noexcept {
-  static const bool supported = probe_nowait_pipes();
-  return supported;
-}
-
 namespace {
 // Acquire/release: a test stores it on one thread and creates pipes after a handshake.
 std::atomic<bool> g_enabled_for_testing{true};
 }  // namespace
 
 bool readiness_pipes_enabled() noexcept {
-  return g_enabled_for_testing.load(std::memory_order_acquire) && readiness_pipes_supported();
+  static const bool supported = probe_nowait_pipes();  // once per process (header)
+  return g_enabled_for_testing.load(std::memory_order_acquire) && supported;
 }
 
 void set_readiness_pipes_for_testing(bool enabled) noexcept {
@@ -175,18 +166,15 @@ value_task<std::size_t> readiness_transfer(io_handle* h, bool write, std::byte* 
   const handle_ref ref(h);
   socket_context& c = *h->readiness;
   if (token.is_cancellation_requested()) throw operation_canceled();
-  pipe_read_op read_op(buffer, length);
-  pipe_write_op write_op(buffer, length);
-  pending_op& op = write ? static_cast<pending_op&>(write_op) : static_cast<pending_op&>(read_op);
+  pipe_op op(write, buffer, length);  // a write only reads from buffer (pipe.cpp)
   tpl::net::detail::op_queue& q = write ? c.writes() : c.reads();
   const std::uint32_t observed = q.observe();  // before the attempt (socket_context.hpp)
   if (c.attempt(op) == attempt_result::would_block) {
     const waiting_scope counted;
     co_await tpl::net::detail::op_awaiter(c, q, op, observed, token);
   }
-  const std::size_t moved = write ? write_op.moved : read_op.moved;
-  if (op.error != 0) throw_failed(op.error, write, moved);
-  co_return moved;
+  if (op.error != 0) throw_failed(op.error, write, op.moved);
+  co_return op.moved;
 }
 
 std::size_t readiness_pipe_operations_waiting() noexcept { return g_waiting.load(std::memory_order_relaxed); }

@@ -10,7 +10,7 @@
 //   - The descriptors stay blocking (pipe.hpp, rule 5: a child given one end sees an ordinary
 //     pipe); every system call on them is preadv2/pwritev2 with RWF_NOWAIT, which answers EAGAIN
 //     instead of blocking whatever the descriptor's mode. Kernels that refuse RWF_NOWAIT on a pipe
-//     (EOPNOTSUPP on old kernels) keep the pool engine's poll(2) path: readiness_pipes_supported()
+//     (EOPNOTSUPP on old kernels) keep the pool engine's poll(2) path: readiness_pipes_enabled()
 //     probes that once.
 #pragma once
 
@@ -22,10 +22,9 @@
 
 namespace tpl::io::detail {
 
-/// True when this kernel reads and writes pipes with RWF_NOWAIT (probed once per process).
-bool readiness_pipes_supported() noexcept;
-/// Whether new pool-engine pipes are served by readiness: supported, and not switched off for a
-/// test (the poll(2) path is then tested on a kernel that has RWF_NOWAIT).
+/// Whether new pool-engine pipes are served by readiness: the kernel reads and writes pipes with
+/// RWF_NOWAIT (probed once per process), and the path is not switched off for a test (the poll(2)
+/// path is then tested on a kernel that has RWF_NOWAIT).
 bool readiness_pipes_enabled() noexcept;
 /// Testing hook: false makes new pool-engine pipes take the poll(2) path; true restores the default.
 void set_readiness_pipes_for_testing(bool enabled) noexcept;
