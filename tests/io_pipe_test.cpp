@@ -231,8 +231,6 @@ TEST_P(io_pipe, pending_reads_on_many_pipes_hold_no_pool_thread_and_each_gets_it
 }
 
 TEST_P(io_pipe, a_second_pending_read_on_one_stream_throws_invalid_operation_and_takes_nothing) {
-  if (GetParam() != engine_choice::pool || !tpl::io::detail::readiness_pipes_enabled())
-    GTEST_SKIP() << "only the pool engine's pipes, served by readiness, refuse a second read";
   auto [reader, writer] = create_pipe();
   std::byte first[8];
   std::byte second[8];
@@ -243,6 +241,23 @@ TEST_P(io_pipe, a_second_pending_read_on_one_stream_throws_invalid_operation_and
   EXPECT_EQ(tpl::sync_wait(writer.write_async(bytes_of("one"))), 3u);
   const std::size_t n = tpl::sync_wait(std::move(pending));
   EXPECT_EQ(string_of(std::span(first).first(n)), "one") << "the refused read took nothing";
+}
+
+TEST_P(io_pipe, a_second_pending_write_on_one_stream_throws_invalid_operation_and_writes_nothing) {
+  auto [reader, writer] = create_pipe();
+  const auto data = pattern(0, 1u << 20);  // 16 times the default pipe capacity: the write waits
+  const std::size_t waiting_before = engine().operations_waiting();
+  auto pending = writer.write_async(data);
+  ASSERT_TRUE(wait_until([&] { return engine().operations_waiting() > waiting_before; }, "the write is pending"));
+  EXPECT_THROW((void)tpl::sync_wait(writer.write_async(bytes_of("intruder"))), tpl::invalid_operation);
+  tpl::task<std::string> drained = tpl::run([&reader = reader] { return read_to_end(reader, 4096); });
+  EXPECT_EQ(tpl::sync_wait(std::move(pending)), data.size());
+  // Once the first write has ended, the stream takes the next one.
+  EXPECT_EQ(tpl::sync_wait(writer.write_async(bytes_of("tail"))), 4u);
+  writer.close();
+  const std::string got = tpl::sync_wait(drained);
+  ASSERT_EQ(got.size(), data.size() + 4) << "the refused write wrote nothing";
+  EXPECT_EQ(got, string_of(data) + "tail");
 }
 
 INSTANTIATE_TEST_SUITE_P(engines, io_pipe,

@@ -54,6 +54,13 @@ struct io_handle {
   /// Set by close(). Release store / acquire loads: an operation that sees it also sees whatever
   /// the closer wrote before (nothing else depends on it; the mutex orders the pending list).
   std::atomic<bool> closed{false};
+  /// Streams served by the engine (not by readiness): whether a read ([0]) or a write ([1]) is
+  /// in flight, so that a second one is refused (pipe.hpp, rule 4). Claimed by exchange(true,
+  /// acquire) when a transfer starts, cleared by store(false, release) when it ends: the release
+  /// publishes everything the finished transfer did with the handle to the next claimant, as a
+  /// lock's unlock does, on any architecture (exchange is a single read-modify-write, so two
+  /// claimants cannot both see false).
+  std::atomic<bool> stream_busy[2] = {false, false};
   /// Streams on io_uring: the operations in flight, so that close() can cancel them.
   std::mutex pending_mutex;
   io_op* pending_head = nullptr;

@@ -1,11 +1,15 @@
 // The transfer coroutine (src/io/operation.hpp): one awaiter per system call, a loop for the
 // operations that move a whole buffer, and the mapping from op.result to a value or an exception.
+// A stream's transfer holds its direction's claim (io_handle::stream_busy) from its start to its
+// end, so a second read or write on one pipe end is refused before it touches the engine.
 #include "operation.hpp"
 
 #include <cerrno>
 #include <coroutine>
 #include <string>
 #include <system_error>
+
+#include "tpl/exceptions.hpp"
 
 namespace tpl::io::detail {
 
@@ -28,10 +32,34 @@ struct op_awaiter {
   void await_resume() noexcept { op.handle->eng->complete(op); }
 };
 
+// A stream's one read or one write in flight (pipe.hpp, rule 4): claimed for the whole transfer,
+// a write-all's every system call included; see io_handle::stream_busy for the orders.
+class stream_claim {
+ public:
+  stream_claim(io_handle* h, op_code code) {
+    if (h->kind != handle_kind::stream) return;
+    const bool write = code == op_code::write;
+    std::atomic<bool>& busy = h->stream_busy[write ? 1 : 0];
+    if (busy.exchange(true, std::memory_order_acquire))
+      throw invalid_operation(std::string("tpl::io::pipe_stream: another ") + (write ? "write" : "read") +
+                              " is already pending on this stream (one read and one write at a time)");
+    busy_ = &busy;
+  }
+  stream_claim(const stream_claim&) = delete;
+  stream_claim& operator=(const stream_claim&) = delete;
+  ~stream_claim() {
+    if (busy_ != nullptr) busy_->store(false, std::memory_order_release);
+  }
+
+ private:
+  std::atomic<bool>* busy_ = nullptr;
+};
+
 }  // namespace
 
 value_task<std::size_t> transfer(io_handle* h, transfer_request request, cancellation_token token) {
   const handle_ref ref(h);
+  const stream_claim claim(h, request.code);
   std::size_t done = 0;
   for (;;) {
     io_op op;

@@ -22,8 +22,9 @@
 //      there for the next read.
 //   3. close() (and the destructor) ends every pending operation with operation_aborted and
 //      returns without waiting for them; the descriptor is closed once the last one has left.
-//   4. One read and one write may be pending at a time on a stream (as .NET's PipeStream); with
-//      the default engine a second one throws invalid_operation and takes nothing.
+//   4. One read and one write may be pending at a time on a stream (as .NET's PipeStream): a
+//      second one throws invalid_operation and takes nothing, with every engine. A write_async
+//      is pending until its whole buffer is written.
 //   5. Both descriptors are blocking and close-on-exec, so a child given one (dup2 clears
 //      close-on-exec on the copy) sees an ordinary pipe.
 //   Engines: with the pool engine (the default) a read or write that must wait registers with the
