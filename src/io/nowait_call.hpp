@@ -22,6 +22,7 @@
 #include <cstddef>
 
 #include "engine.hpp"
+#include "../net/raw_syscall.hpp"
 #include "../thread_pool/io_counters.hpp"
 
 namespace tpl::io::detail {
@@ -38,8 +39,8 @@ inline bool try_nowait_file_call(io_op& op, std::atomic<bool>& supported, tpl::d
   const auto offset = static_cast<off_t>(op.offset);
   ssize_t n;
   do {
-    n = reading ? ::preadv2(op.handle->fd, &iov, 1, offset, RWF_NOWAIT)
-                : ::pwritev2(op.handle->fd, &iov, 1, offset, RWF_NOWAIT);
+    n = reading ? tpl::net::detail::sys_preadv2(op.handle->fd, &iov, 1, offset, RWF_NOWAIT)
+                : tpl::net::detail::sys_pwritev2(op.handle->fd, &iov, 1, offset, RWF_NOWAIT);
   } while (n < 0 && errno == EINTR);
   if (n < 0) {
     if (errno == EOPNOTSUPP) supported.store(false, std::memory_order_relaxed);  // see the header

@@ -27,6 +27,7 @@
 #include <string>
 #include <system_error>
 
+#include "../net/raw_syscall.hpp"
 #include "../net/socket_context.hpp"
 #include "tpl/exceptions.hpp"
 
@@ -51,7 +52,7 @@ struct pipe_op : pending_op {
     auto* self = static_cast<pipe_op*>(p);
     iovec iov{self->buffer, self->length};
     for (;;) {
-      const ssize_t n = ::preadv2(fd, &iov, 1, -1, RWF_NOWAIT);
+      const ssize_t n = tpl::net::detail::sys_preadv2(fd, &iov, 1, -1, RWF_NOWAIT);
       if (n >= 0) {
         self->moved = static_cast<std::size_t>(n);
         return attempt_result::done;
@@ -66,7 +67,7 @@ struct pipe_op : pending_op {
     auto* self = static_cast<pipe_op*>(p);
     while (self->moved < self->length) {
       iovec iov{self->buffer + self->moved, self->length - self->moved};
-      const ssize_t n = ::pwritev2(fd, &iov, 1, -1, RWF_NOWAIT);
+      const ssize_t n = tpl::net::detail::sys_pwritev2(fd, &iov, 1, -1, RWF_NOWAIT);
       if (n >= 0) {
         self->moved += static_cast<std::size_t>(n);
         continue;

@@ -32,6 +32,7 @@
 
 #include "engine.hpp"
 #include "nowait_call.hpp"
+#include "../net/raw_syscall.hpp"
 #include "pipe_readiness.hpp"
 #include "../thread_pool/io_counters.hpp"
 #include "tpl/thread_pool.hpp"
@@ -64,8 +65,8 @@ std::int64_t run_file_call(const io_op& op) noexcept {
   for (;;) {
     ssize_t r = 0;
     switch (op.code) {
-      case op_code::read: r = ::pread(fd, op.buffer, n, static_cast<off_t>(op.offset)); break;
-      case op_code::write: r = ::pwrite(fd, op.buffer, n, static_cast<off_t>(op.offset)); break;
+      case op_code::read: r = tpl::net::detail::sys_pread(fd, op.buffer, n, static_cast<off_t>(op.offset)); break;
+      case op_code::write: r = tpl::net::detail::sys_pwrite(fd, op.buffer, n, static_cast<off_t>(op.offset)); break;
       case op_code::fsync: r = ::fsync(fd); break;
       case op_code::fdatasync: r = ::fdatasync(fd); break;
     }

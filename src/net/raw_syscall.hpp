@@ -1,7 +1,8 @@
-// The socket system calls of the hot path, made with syscall(2) instead of through glibc's
-// wrappers (internal).
+// The socket, pipe and file system calls of the hot path, made with syscall(2) instead of through
+// glibc's wrappers (internal).
 //
-// recv, send, recvfrom, sendto and epoll_wait are POSIX cancellation points. In a process with more
+// recv, send, recvfrom, sendto, epoll_wait, pread, pwrite, preadv2 and pwritev2 are POSIX
+// cancellation points. In a process with more
 // than one thread, glibc brackets each call with two atomic read-modify-writes of the calling
 // thread's cancellation state (enable, then disable, asynchronous cancellation), whatever the
 // program does with pthread_cancel. tpl's operations end through their cancellation tokens and
@@ -18,6 +19,7 @@
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <cstddef>
@@ -44,6 +46,18 @@ inline ssize_t sys_sendto(int fd, const void* data, std::size_t length, int flag
 inline int sys_epoll_wait(int epoll_fd, epoll_event* events, int max_events, int timeout_ms) noexcept {
   return ::epoll_wait(epoll_fd, events, max_events, timeout_ms);
 }
+inline ssize_t sys_pread(int fd, void* buffer, std::size_t length, off_t offset) noexcept {
+  return ::pread(fd, buffer, length, offset);
+}
+inline ssize_t sys_pwrite(int fd, const void* data, std::size_t length, off_t offset) noexcept {
+  return ::pwrite(fd, data, length, offset);
+}
+inline ssize_t sys_preadv2(int fd, const iovec* iov, int count, off_t offset, int flags) noexcept {
+  return ::preadv2(fd, iov, count, offset, flags);
+}
+inline ssize_t sys_pwritev2(int fd, const iovec* iov, int count, off_t offset, int flags) noexcept {
+  return ::pwritev2(fd, iov, count, offset, flags);
+}
 #else
 
 inline ssize_t sys_recv(int fd, void* buffer, std::size_t length, int flags) noexcept {
@@ -67,6 +81,28 @@ inline ssize_t sys_sendto(int fd, const void* data, std::size_t length, int flag
 /// epoll_wait, as epoll_pwait with no signal mask (the one both x86-64 and AArch64 have).
 inline int sys_epoll_wait(int epoll_fd, epoll_event* events, int max_events, int timeout_ms) noexcept {
   return static_cast<int>(::syscall(SYS_epoll_pwait, epoll_fd, events, max_events, timeout_ms, nullptr, 0));
+}
+
+// The offsets below go in one register: tpl builds for 64-bit Linux (x86-64, AArch64), where
+// the kernel's pread64 takes a 64-bit offset and preadv2/pwritev2 take it as (low, high) with
+// the high word unused (glibc passes 0 there too).
+static_assert(sizeof(long) == 8 && sizeof(off_t) == 8, "raw pread/preadv2 calls assume a 64-bit ABI");
+
+inline ssize_t sys_pread(int fd, void* buffer, std::size_t length, off_t offset) noexcept {
+  return ::syscall(SYS_pread64, fd, buffer, length, offset);
+}
+
+inline ssize_t sys_pwrite(int fd, const void* data, std::size_t length, off_t offset) noexcept {
+  return ::syscall(SYS_pwrite64, fd, data, length, offset);
+}
+
+/// offset -1: the descriptor's own position (a pipe's only one).
+inline ssize_t sys_preadv2(int fd, const iovec* iov, int count, off_t offset, int flags) noexcept {
+  return ::syscall(SYS_preadv2, fd, iov, count, offset, 0L, flags);
+}
+
+inline ssize_t sys_pwritev2(int fd, const iovec* iov, int count, off_t offset, int flags) noexcept {
+  return ::syscall(SYS_pwritev2, fd, iov, count, offset, 0L, flags);
 }
 #endif
 
