@@ -24,9 +24,10 @@
 //     queued, the goal's workers all process, and every one of them is blocked.
 //   - a fork job (fork_push, fork_join_local) is its owner's own queued item, tracked per worker
 //     (queued, taken by a thief, done) rather than in `q`, since its owner takes it back. fork_push
-//     looks at spinning/idle/counts after its push and a fence (after_push); the model also
-//     explores the look before the push (what the push would amount to without the fence, its
-//     store still in the store buffer) and finds no job stranded either: for a fork job the
+//     looks at spinning/idle/counts after its push: behind a fence (after_push) when the deque
+//     was empty, without one (after_fork_push_unfenced) when it held items, so that the look may
+//     be satisfied before the push is visible (its store still in the store buffer). The model
+//     explores the look in both orders and finds no job stranded either way: for a fork job the
 //     fence buys parallelism (an idle worker is woken for it), not correctness, since the owner
 //     takes an unstolen job back at its join. A join whose job was stolen waits until the thief
 //     is done; the real join also helps and sleeps in a blocking_region, which only adds

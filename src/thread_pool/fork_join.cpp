@@ -18,6 +18,15 @@
 // Nested help runs on this thread's stack; below the start guard's threshold (little stack
 // left) the join does not help and goes straight to step 4.
 //
+// Queuing (fork_push): a job pushed onto the invoker's own deque is followed by the pool's wake
+// check, so that an idle worker comes to steal it. Onto an empty deque (an invoke's first job,
+// where a thief matters most) that check is after_push's, behind its seq_cst fence; onto a deque
+// that already holds items (the deep levels of a recursion) it is made without the fence, which
+// would otherwise be most of a fork's cost. Without the fence the look may be satisfied before
+// the push is visible, and a worker parking at that moment may miss the job: the job is then run
+// by its invoker's join (step 2), never stranded (tests/model_pool_handshake_test.cpp explores
+// the look in both orders), and the next push's check finds the parked worker.
+//
 // Memory orders (the same on ARMv8 and x86): the runner's exchange is release, so the job's
 // results and error are visible to whoever reads kDone with acquire (the invoker's load, or its
 // failed CAS). Sleeping is announced by a CAS and done is published by an exchange on the same
@@ -65,8 +74,10 @@ fork_placement fork_push(fork_job* j) {
   using impl = thread_pool::impl;
   impl::thread_context& ctx = impl::t_context;
   if (ctx.pool != nullptr) {
-    ctx.self->local.push(tag(j));
-    ctx.pool->after_push();
+    if (ctx.self->local.push(tag(j)))
+      ctx.pool->after_fork_push_unfenced();  // items below: see the file comment
+    else
+      ctx.pool->after_push();
     return fork_placement::own_deque;
   }
   thread_pool::default_pool();  // builds it on first use

@@ -22,7 +22,8 @@
 //     together with the list, in the one 64-bit counts word (with existing and the goal).
 //   - Every queued item (deque, yield queue, global queue) is seen by some worker: a producer
 //     queues, fences, then looks at spinning/idle/counts; a parking worker registers as idle,
-//     stops spinning, fences, then looks at every queue. Work left when every allowed worker is
+//     stops spinning, fences, then looks at every queue. A fork job pushed onto a non-empty deque
+//     is the exception (no fence): its invoker's join takes it back if no worker saw it. Work left when every allowed worker is
 //     busy is found by the processing workers, each of which looks at every queue before it parks
 //     (the excess park excepted: it leaves at least the goal's workers processing).
 //   - A next-slot item belongs to a running owner: the owner takes it before anything else when
@@ -262,6 +263,22 @@ struct thread_pool::impl {
     // seq_cst fence: orders our queue write before reading spinning/idle/counts (file comment).
     std::atomic_thread_fence(std::memory_order_seq_cst);
     // relaxed suffices: the fence above orders this load against the parking worker's writes.
+    if (stopped.load(std::memory_order_relaxed)) {
+      drain_inline();
+      return;
+    }
+    wake_one_if_needed();
+  }
+
+  /// The wake check after a fork job's push onto a deque that already held items (fork_join.cpp):
+  /// after_push without its fence. The look at spinning/idle/counts may then be satisfied before
+  /// the push is visible, so a worker parking at that moment may miss both; the job is not
+  /// stranded for that, because its invoker takes it back at its join (the fence buys a thief
+  /// for it, not its run). tests/model_pool_handshake_test.cpp explores the look in both orders
+  /// and finds every job joined. A push onto an empty deque (the first of an invoke's jobs, and
+  /// the one an idle worker is most needed for) keeps after_push, fence included.
+  void after_fork_push_unfenced() {
+    // relaxed: as in after_push; a stale false only leaves the job to its invoker's join.
     if (stopped.load(std::memory_order_relaxed)) {
       drain_inline();
       return;

@@ -23,8 +23,10 @@ class work_stealing_deque {
   work_stealing_deque(const work_stealing_deque&) = delete;
   work_stealing_deque& operator=(const work_stealing_deque&) = delete;
 
-  /// Owner only.
-  void push(void* item) {
+  /// Owner only. Returns whether the deque held items below this one as far as the owner saw
+  /// (top_ as read here may be stale, so true can also mean that thieves just took the last of
+  /// them; false is exact: the deque was empty).
+  bool push(void* item) {
     const std::int64_t b = bottom_.load(std::memory_order_relaxed);
     // acquire: pairs with thieves' CAS on top_, so we never overwrite a slot still being read.
     const std::int64_t t = top_.load(std::memory_order_acquire);
@@ -33,6 +35,7 @@ class work_stealing_deque {
     r->put(b, item);
     // release: a thief that acquires the new bottom sees the slot and the item's contents.
     bottom_.store(b + 1, std::memory_order_release);
+    return b > t;
   }
 
   /// Owner only. nullptr when empty.
