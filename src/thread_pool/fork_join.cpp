@@ -25,7 +25,7 @@
 // would otherwise be most of a fork's cost. Without the fence the look may be satisfied before
 // the push is visible, and a worker parking at that moment may miss the job: the job is then run
 // by its invoker's join (step 2), never stranded (tests/model_pool_handshake_test.cpp explores
-// the look in both orders), and the next push's check finds the parked worker.
+// the look in both orders); a later push's check can still wake the parked worker for the rest.
 //
 // Memory orders (the same on ARMv8 and x86): the runner's exchange is release, so the job's
 // results and error are visible to whoever reads kDone with acquire (the invoker's load, or its

@@ -23,9 +23,10 @@
 //   - Every queued item (deque, yield queue, global queue) is seen by some worker: a producer
 //     queues, fences, then looks at spinning/idle/counts; a parking worker registers as idle,
 //     stops spinning, fences, then looks at every queue. A fork job pushed onto a non-empty deque
-//     is the exception (no fence): its invoker's join takes it back if no worker saw it. Work left when every allowed worker is
-//     busy is found by the processing workers, each of which looks at every queue before it parks
-//     (the excess park excepted: it leaves at least the goal's workers processing).
+//     is the exception (no fence): its invoker's join takes it back if no worker saw it. Work
+//     left when every allowed worker is busy is found by the processing workers, each of which
+//     looks at every queue before it parks (the excess park excepted: it leaves at least the
+//     goal's workers processing).
 //   - A next-slot item belongs to a running owner: the owner takes it before anything else when
 //     its item returns, and moves it to its deque, with the wake protocol, before it blocks in a
 //     wait of tpl's or parks as excess. Other workers take one only to rescue it from an owner
