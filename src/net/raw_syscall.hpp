@@ -4,10 +4,11 @@
 // recv, send, recvfrom, sendto, epoll_wait, pread, pwrite, preadv2 and pwritev2 are POSIX
 // cancellation points. In a process with more than one thread, glibc brackets each call with two
 // atomic read-modify-writes of the calling thread's cancellation state (enable, then disable,
-// asynchronous cancellation), whatever the program does with pthread_cancel. tpl's operations end through their cancellation tokens and
-// close(), never through thread cancellation, so the bracket is pure cost on every call: about 3%
-// of a plaintext server's CPU samples here (docs/io.md). A thread canceled with pthread_cancel
-// therefore does not act on it inside these calls (it does at its next cancellation point).
+// asynchronous cancellation), whatever the program does with pthread_cancel. tpl's operations end
+// through their cancellation tokens and close(), never through thread cancellation, so the bracket
+// is pure cost on every call: about 3% of a plaintext server's CPU samples here (docs/io.md). A
+// thread canceled with pthread_cancel therefore does not act on it inside these calls (it does at
+// its next cancellation point).
 //
 // Each returns what the wrapper returns (-1 with errno set on failure). Under ThreadSanitizer and
 // AddressSanitizer they are the wrappers themselves: the sanitizers intercept them to check the
