@@ -154,6 +154,36 @@ TEST(when_all, moved_in_range_hands_its_tasks_over) {
   EXPECT_EQ(*results[1], 2);
 }
 
+TEST(when_all, moved_in_vector_with_an_empty_task_throws_and_keeps_every_task) {
+  tpl::task_completion_source<int> source;
+  std::vector<tpl::task<int>> tasks{source.get_task(), tpl::task<int>{}, tpl::task_from_result(3)};
+  EXPECT_THROW((void)tpl::when_all(std::move(tasks)), tpl::invalid_operation);
+  ASSERT_EQ(tasks.size(), 3u) << "checked before it is taken";
+  EXPECT_TRUE(tasks[0].valid());
+  EXPECT_FALSE(tasks[1].valid());
+  EXPECT_TRUE(tasks[2].valid());
+  source.set_result(1);
+  EXPECT_EQ(tasks[0].get(), 1);
+}
+
+TEST(when_all, moved_in_vectors_of_pending_tasks_yield_every_result_in_order) {
+  // Up to a few inputs the waiter nodes live in the when_all state, more get their own array:
+  // both, with the inputs completing in reverse order.
+  for (const int n : {1, 2, 4, 5, 9}) {
+    std::vector<tpl::task_completion_source<int>> sources(static_cast<std::size_t>(n));
+    std::vector<tpl::task<int>> tasks;
+    for (auto& s : sources) tasks.push_back(s.get_task());
+    tpl::task<std::vector<int>> all = tpl::when_all(std::move(tasks));
+    for (int i = n - 1; i >= 0; --i) {
+      EXPECT_FALSE(all.is_completed()) << n;
+      sources[static_cast<std::size_t>(i)].set_result(i * 10);
+    }
+    std::vector<int> expected;
+    for (int i = 0; i < n; ++i) expected.push_back(i * 10);
+    EXPECT_EQ(all.get(), expected) << n;
+  }
+}
+
 // ---- range ------------------------------------------------------------------------------------
 
 TEST(when_all, range_result_is_a_vector_in_task_order) {

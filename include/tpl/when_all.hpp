@@ -16,6 +16,7 @@
 #include <atomic>
 #include <cstddef>
 #include <iterator>
+#include <memory>
 #include <ranges>
 #include <tuple>
 #include <type_traits>
@@ -152,10 +153,20 @@ struct when_all_range_state final
   using result_t = std::conditional_t<std::is_void_v<T>, void, std::vector<T>>;
   using base = when_all_base<result_t, when_all_range_state>;
 
-  std::vector<task<T>> tasks;
-  std::vector<typename base::node> nodes;
+  using node_t = typename base::node;
+  /// Up to this many inputs, their waiter nodes live in the state itself (one allocation fewer
+  /// for the common fork of a few tasks); more get an array of their own.
+  static constexpr std::size_t kInlineNodes = 4;
 
-  explicit when_all_range_state(std::vector<task<T>>&& ts) : tasks(std::move(ts)), nodes(tasks.size()) {}
+  std::vector<task<T>> tasks;
+  node_t inline_nodes[kInlineNodes];
+  std::unique_ptr<node_t[]> heap_nodes;
+  node_t* nodes;
+
+  explicit when_all_range_state(std::vector<task<T>>&& ts)
+      : tasks(std::move(ts)),
+        heap_nodes(tasks.size() > kInlineNodes ? std::make_unique<node_t[]>(tasks.size()) : nullptr),
+        nodes(heap_nodes != nullptr ? heap_nodes.get() : inline_nodes) {}
 
   void start() {
     for (std::size_t i = 0; i < tasks.size(); ++i) this->register_node(nodes[i], *task_access::state(tasks[i]));
@@ -210,14 +221,23 @@ auto when_all(Range&& range) {
   using T = typename std::ranges::range_value_t<Range>::value_type;
   using state_t = detail::when_all_range_state<T>;
   std::vector<task<T>> tasks;
-  if constexpr (std::ranges::sized_range<Range>) tasks.reserve(std::ranges::size(range));
-  for (auto&& t : range) {
-    if (!t.valid()) detail::throw_empty_task("when_all");
-    // An rvalue range hands its tasks over, so a move-only result keeps a sole owner.
-    if constexpr (std::is_lvalue_reference_v<Range>)
-      tasks.push_back(t);
-    else
-      tasks.push_back(std::move(t));
+  if constexpr (std::is_same_v<std::remove_cvref_t<Range>, std::vector<task<T>>> && !std::is_lvalue_reference_v<Range> &&
+                !std::is_const_v<std::remove_reference_t<Range>>) {
+    // A vector handed over whole: checked first, then taken as it is (no second vector). An
+    // empty task in it throws and leaves the vector untouched.
+    for (const auto& t : range)
+      if (!t.valid()) detail::throw_empty_task("when_all");
+    tasks = std::move(range);
+  } else {
+    if constexpr (std::ranges::sized_range<Range>) tasks.reserve(std::ranges::size(range));
+    for (auto&& t : range) {
+      if (!t.valid()) detail::throw_empty_task("when_all");
+      // An rvalue range hands its tasks over, so a move-only result keeps a sole owner.
+      if constexpr (std::is_lvalue_reference_v<Range>)
+        tasks.push_back(t);
+      else
+        tasks.push_back(std::move(t));
+    }
   }
   return detail::start_when_all<state_t, typename state_t::result_t>(new state_t(std::move(tasks)));
 }
