@@ -221,8 +221,10 @@ auto when_all(Range&& range) {
   using T = typename std::ranges::range_value_t<Range>::value_type;
   using state_t = detail::when_all_range_state<T>;
   std::vector<task<T>> tasks;
-  if constexpr (std::is_same_v<std::remove_cvref_t<Range>, std::vector<task<T>>> && !std::is_lvalue_reference_v<Range> &&
-                !std::is_const_v<std::remove_reference_t<Range>>) {
+  constexpr bool whole_vector = std::is_same_v<std::remove_cvref_t<Range>, std::vector<task<T>>> &&
+                               !std::is_lvalue_reference_v<Range> &&
+                               !std::is_const_v<std::remove_reference_t<Range>>;
+  if constexpr (whole_vector) {
     // A vector handed over whole: checked first, then taken as it is (no second vector). An
     // empty task in it throws and leaves the vector untouched.
     for (const auto& t : range)
