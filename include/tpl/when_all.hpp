@@ -160,15 +160,14 @@ struct when_all_range_state final
 
   std::vector<task<T>> tasks;
   node_t inline_nodes[kInlineNodes];
-  std::unique_ptr<node_t[]> heap_nodes;
-  node_t* nodes;
+  std::unique_ptr<node_t[]> heap_nodes;  // null up to kInlineNodes inputs
 
   explicit when_all_range_state(std::vector<task<T>>&& ts)
       : tasks(std::move(ts)),
-        heap_nodes(tasks.size() > kInlineNodes ? std::make_unique<node_t[]>(tasks.size()) : nullptr),
-        nodes(heap_nodes != nullptr ? heap_nodes.get() : inline_nodes) {}
+        heap_nodes(tasks.size() > kInlineNodes ? std::make_unique<node_t[]>(tasks.size()) : nullptr) {}
 
   void start() {
+    node_t* const nodes = heap_nodes != nullptr ? heap_nodes.get() : inline_nodes;
     for (std::size_t i = 0; i < tasks.size(); ++i) this->register_node(nodes[i], *task_access::state(tasks[i]));
     this->finish_registration();
   }

@@ -263,23 +263,20 @@ struct thread_pool::impl {
   void after_push() {
     // seq_cst fence: orders our queue write before reading spinning/idle/counts (file comment).
     std::atomic_thread_fence(std::memory_order_seq_cst);
-    // relaxed suffices: the fence above orders this load against the parking worker's writes.
-    if (stopped.load(std::memory_order_relaxed)) {
-      drain_inline();
-      return;
-    }
-    wake_one_if_needed();
+    after_fork_push_unfenced();
   }
 
-  /// The wake check after a fork job's push onto a deque that already held items (fork_join.cpp):
-  /// after_push without its fence. The look at spinning/idle/counts may then be satisfied before
-  /// the push is visible, so a worker parking at that moment may miss both; the job is not
+  /// after_push's look without its fence; called alone after a fork job's push onto a deque that
+  /// already held items (fork_join.cpp). The look at spinning/idle/counts may then be satisfied
+  /// before the push is visible, so a worker parking at that moment may miss both; the job is not
   /// stranded for that, because its invoker takes it back at its join (the fence buys a thief
   /// for it, not its run). tests/model_pool_handshake_test.cpp explores the look in both orders
   /// and finds every job joined. A push onto an empty deque (the first of an invoke's jobs, and
   /// the one an idle worker is most needed for) keeps after_push, fence included.
   void after_fork_push_unfenced() {
-    // relaxed: as in after_push; a stale false only leaves the job to its invoker's join.
+    // relaxed suffices: after after_push's fence, that fence orders this load against the parking
+    // worker's writes; without it (a fork push), a stale false only leaves the job to its
+    // invoker's join.
     if (stopped.load(std::memory_order_relaxed)) {
       drain_inline();
       return;
