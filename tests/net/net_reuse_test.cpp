@@ -191,13 +191,17 @@ TEST(net_reuse, a_waiting_receive_dropped_unawaited_fails_nothing_else) {
 // (FIONREAD), since nothing else receives meanwhile; until its coroutine has given the operation
 // back, a second receive may still be refused, and is retried (up to a hang bound).
 TEST(net_reuse, a_dropped_receive_completed_by_data_gives_its_operation_back) {
-  static std::array<std::byte, 4> dropped_buffer{};
+  // One buffer per dropped receive: only the kernel's queue (FIONREAD) orders a round after the
+  // last one's write, and the sanitizers cannot see it (the last one may still hold the operation,
+  // and then this one waits in a frame of its own, unordered with it).
+  constexpr int rounds = 50;
+  static std::array<std::array<std::byte, 4>, rounds> dropped_buffers{};
   auto p = net_test::connected_pair();
-  for (int i = 0; i < 50; ++i) {
+  for (int i = 0; i < rounds; ++i) {
     // The message for the dropped receive is sent from another thread, so that its completion
     // races the drop (the detached task's registration with the operation) in some rounds.
     std::thread sender([&] { tpl::sync_wait(p.server.send_async(message(2 * i))); });
-    { auto dropped = p.client.receive_async(dropped_buffer); }
+    { auto dropped = p.client.receive_async(dropped_buffers[i]); }
     sender.join();
     ASSERT_TRUE(net_test::eventually([&] {
       int pending = -1;
