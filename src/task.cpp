@@ -34,7 +34,7 @@ const std::vector<std::exception_ptr>* aggregate_inners(const std::exception_ptr
 
 void task_state_base::throw_for_await() const {
   mark_error_observed();
-  if (status_ == task_status::canceled) {
+  if (stored_status() == task_status::canceled) {
     if (has_error_) std::rethrow_exception(error());
     throw operation_canceled();
   }
@@ -50,9 +50,9 @@ void task_state_base::throw_for_await() const {
 std::vector<std::exception_ptr> task_state_base::exceptions() const {
   mark_error_observed();
   std::vector<std::exception_ptr> out;
-  if (status_ == task_status::canceled) {
+  if (stored_status() == task_status::canceled) {
     out.push_back(has_error_ ? error() : std::make_exception_ptr(operation_canceled()));
-  } else if (status_ == task_status::faulted) {
+  } else if (stored_status() == task_status::faulted) {
     if (error_is_aggregate_)
       aggregate_inners(error(), out);
     else

@@ -488,8 +488,10 @@ struct counted_error : std::runtime_error {
 
 // What every task coroutine's frame pays for tpl (docs/internals.md, "What a coroutine frame
 // holds"): guards against a field or an awaiter member growing the million-frame chains.
-static_assert(sizeof(void*) != 8 || sizeof(tpl::detail::task_state<int>) == 40);
-static_assert(sizeof(void*) != 8 || sizeof(tpl::detail::task_promise<int>) == 40);
+static_assert(sizeof(void*) != 8 || sizeof(tpl::detail::task_state<int>) == 32);
+static_assert(sizeof(void*) != 8 || sizeof(tpl::detail::task_promise<int>) == 32);
+// Four bytes, so that g++ packs it beside the frame's own resume index and flags.
+static_assert(sizeof(tpl::detail::initial_awaiter) == 4 && alignof(tpl::detail::initial_awaiter) == 4);
 static_assert(sizeof(void*) != 8 ||
               sizeof(tpl::detail::flowing_task_awaiter<tpl::detail::task_awaiter<int, true, false>>) == 32);
 

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <coroutine>
+#include <cstdint>
 #include <exception>
 #include <type_traits>
 #include <utility>
@@ -114,9 +115,12 @@ struct cancel_current_task {
 /// little stack left, tpl::spawn, or tpl::run's own coroutine), in which case the coroutine is
 /// queued before its body runs.
 struct initial_awaiter {
-  // Set when the start was deferred (the flow to take back on resumption), or to
-  // refused_run_start() when a tpl::run start's scheduler refused the coroutine.
-  coroutine_flow* flow = nullptr;
+  // Where the flow to take back on resumption lies, as its distance in bytes from this awaiter
+  // (both live in the coroutine frame, which never moves): 0 when the start was not deferred,
+  // kRefusedRunStart when a tpl::run start's scheduler refused the coroutine. Four bytes and not a
+  // pointer: the awaiter lives in every task's frame, and with 4-byte alignment g++ packs it
+  // next to its own 4 bytes of bookkeeping (resume index and flags) instead of a new 8-byte slot.
+  std::int32_t flow_delta = 0;
 
   bool await_ready() const noexcept { return !should_defer_start(); }
   template <class P>
@@ -127,38 +131,46 @@ struct initial_awaiter {
     p.mark_suspended();
     const bool run_start = deferring_run_start();
     if (!run_start) p.mark_started_deferred();
-    flow = &p.flow();
-    flow->suspend();
+    coroutine_flow& flow = p.flow();
+    set_flow(flow);
+    flow.suspend();
     try {
       defer_start(h);
       return true;
     } catch (...) {
-      flow->resume();
+      flow.resume();
       if (run_start) {
         // tpl::run's scheduler refused it: the task faults with the scheduler's exception
         // (await_resume, which runs next on this thread, throws it into the body).
         stash_run_start_failure(std::current_exception());
-        flow = refused_run_start();
+        flow_delta = kRefusedRunStart;
       } else {
         // Could not queue it (out of memory): start it here after all.
-        flow = nullptr;
+        flow_delta = 0;
       }
       return false;
     }
   }
   void await_resume() {
-    if (flow == nullptr) return;
-    if (TPL_UNLIKELY(flow == refused_run_start())) {
-      flow = nullptr;
+    if (flow_delta == 0) return;
+    if (TPL_UNLIKELY(flow_delta == kRefusedRunStart)) {
+      flow_delta = 0;
       rethrow_run_start_failure();
     }
-    flow->resume();
+    const auto at = reinterpret_cast<std::uintptr_t>(this) + static_cast<std::uintptr_t>(static_cast<std::intptr_t>(flow_delta));
+    reinterpret_cast<coroutine_flow*>(at)->resume();
   }
 
  private:
-  static coroutine_flow* refused_run_start() noexcept {
-    alignas(coroutine_flow) static char tag;
-    return reinterpret_cast<coroutine_flow*>(&tag);
+  // No flow lies at an odd distance (both objects are at least 4-byte aligned).
+  static constexpr std::int32_t kRefusedRunStart = 1;
+
+  void set_flow(coroutine_flow& flow) noexcept {
+    const std::intptr_t d = static_cast<std::intptr_t>(reinterpret_cast<std::uintptr_t>(&flow) -
+                                                       reinterpret_cast<std::uintptr_t>(this));
+    // Both are in one coroutine frame: the distance is a few hundred bytes at most, never 0.
+    if (TPL_UNLIKELY(d == 0 || d != static_cast<std::int32_t>(d))) std::terminate();
+    flow_delta = static_cast<std::int32_t>(d);
   }
 };
 

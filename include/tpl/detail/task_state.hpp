@@ -56,6 +56,10 @@ template <class T>
 class task_state : public task_state_base {
   static_assert(!std::is_reference_v<T>, "task<T&> is not supported: use task<T*> or "
                                          "task<std::reference_wrapper<T>>");
+  // The error's storage follows the base, aligned as T: it must lie within set_error_offset()'s
+  // reach.
+  static_assert((sizeof(task_state_base) + alignof(T) - 1) / alignof(T) * alignof(T) <= kMaxErrorOffset,
+                "task<T> supports results aligned to at most 256 bytes");
 
  public:
   // Both leave the result uninitialised: it is constructed by set_value().
@@ -70,22 +74,22 @@ class task_state : public task_state_base {
   template <class... A>
   void set_value(A&&... a) noexcept(std::is_nothrow_constructible_v<T, A...>) {
     ::new (static_cast<void*>(&value_)) T(std::forward<A>(a)...);
-    status_ = task_status::ran_to_completion;
+    set_status(task_status::ran_to_completion);
   }
 
   /// The result; the task must be completed.
   T& value_ref() {
-    if (TPL_UNLIKELY(status_ != task_status::ran_to_completion)) throw_for_await();
+    if (TPL_UNLIKELY(stored_status() != task_status::ran_to_completion)) throw_for_await();
     return value_;
   }
   T& value_ref_for_wait() {
-    if (TPL_UNLIKELY(status_ != task_status::ran_to_completion)) throw_for_wait();
+    if (TPL_UNLIKELY(stored_status() != task_status::ran_to_completion)) throw_for_wait();
     return value_;
   }
 
  protected:
   ~task_state() {
-    if (status_ == task_status::ran_to_completion)
+    if (stored_status() == task_status::ran_to_completion)
       value_.~T();
     else
       destroy_error();
@@ -110,12 +114,12 @@ class task_state<void> : public task_state_base {
   explicit task_state(std::uint32_t handle_refs) noexcept : task_state_base(handle_refs) {
     set_error_offset(&error_storage_);
   }
-  void set_value() noexcept { status_ = task_status::ran_to_completion; }
+  void set_value() noexcept { set_status(task_status::ran_to_completion); }
   void value_ref() {
-    if (TPL_UNLIKELY(status_ != task_status::ran_to_completion)) throw_for_await();
+    if (TPL_UNLIKELY(stored_status() != task_status::ran_to_completion)) throw_for_await();
   }
   void value_ref_for_wait() {
-    if (TPL_UNLIKELY(status_ != task_status::ran_to_completion)) throw_for_wait();
+    if (TPL_UNLIKELY(stored_status() != task_status::ran_to_completion)) throw_for_wait();
   }
 
  protected:

@@ -120,7 +120,7 @@ class task_state_base {
     return head_.load(std::memory_order_acquire) == kCompleted;
   }
 
-  task_status status() const noexcept { return is_completed() ? status_ : task_status::running; }
+  task_status status() const noexcept { return is_completed() ? stored_status() : task_status::running; }
 
   /// Registers w. Returns false (and does not register) if the task already completed; the
   /// caller then continues synchronously and may read the result.
@@ -332,7 +332,7 @@ class task_state_base {
 
   void set_error(std::exception_ptr e, bool canceled) noexcept {
     set_error_ptr(std::move(e));
-    status_ = canceled ? task_status::canceled : task_status::faulted;
+    set_status(canceled ? task_status::canceled : task_status::faulted);
   }
   /// Faults with several exceptions at once (when_all): co_await rethrows the first, wait() /
   /// get() throw all of them.
@@ -343,9 +343,9 @@ class task_state_base {
     }
     set_error_ptr(std::make_exception_ptr(aggregate_exception(std::move(errors))));
     error_is_aggregate_ = true;
-    status_ = task_status::faulted;
+    set_status(task_status::faulted);
   }
-  void set_canceled() noexcept { status_ = task_status::canceled; }
+  void set_canceled() noexcept { set_status(task_status::canceled); }
 
   /// For co_await: rethrow the (first) exception, or operation_canceled.
   [[noreturn]] void throw_for_await() const;
@@ -354,20 +354,26 @@ class task_state_base {
   /// Every exception of a faulted task in order; operation_canceled for a canceled one.
   std::vector<std::exception_ptr> exceptions() const;
 
+  /// The status as last set (running until the completer sets it; read it after completion).
+  task_status stored_status() const noexcept { return static_cast<task_status>(status_); }
+  void set_status(task_status st) noexcept { status_ = static_cast<std::uint8_t>(st) & 3u; }
+
   void set_run_continuations_asynchronously(bool v) noexcept { run_continuations_asynchronously_ = v; }
 
   /// The coroutine frame this state lives in (what a scheduler queues to resume it), or nullptr.
   void* frame_address() const noexcept {
-    return frame_offset_ == 0 ? nullptr
-                              : const_cast<char*>(reinterpret_cast<const char*>(this)) - frame_offset_;
+    return frame_offset_units_ == 0
+               ? nullptr
+               : const_cast<char*>(reinterpret_cast<const char*>(this)) - frame_offset_units_ * kOffsetUnit;
   }
   /// Called once by a coroutine promise, before its handle is returned. Both compilers place
-  /// the promise right after the frame's two function pointers (a few bytes in): an offset that
-  /// does not fit would leave the frame impossible to destroy, so it stops the process.
+  /// the promise right after the frame's two function pointers (16 bytes in, more for an
+  /// over-aligned result): an offset that does not fit (beyond 2,040 bytes or not a multiple of
+  /// 8) would leave the frame impossible to destroy, so it stops the process.
   void set_frame_address(void* frame) noexcept {
     const auto d = reinterpret_cast<const char*>(this) - static_cast<const char*>(frame);
-    if (TPL_UNLIKELY(d <= 0 || d >= 65536)) std::terminate();
-    frame_offset_ = static_cast<std::uint16_t>(d);
+    if (TPL_UNLIKELY(d <= 0 || d % kOffsetUnit != 0 || d / kOffsetUnit > 255)) std::terminate();
+    frame_offset_units_ = static_cast<std::uint8_t>(d / kOffsetUnit);
   }
   /// A coroutine's execution-context slot (flow.hpp); only for promises.
   coroutine_flow& flow() noexcept { return flow_; }
@@ -386,7 +392,7 @@ class task_state_base {
   static constexpr int kLockSpins = 64;
 
   void destroy_now() noexcept {
-    if (frame_offset_ != 0)
+    if (frame_offset_units_ != 0)
       std::coroutine_handle<>::from_address(frame_address()).destroy();
     else
       destroy_(this);
@@ -411,13 +417,13 @@ class task_state_base {
   }
 
  protected:
-  // The derived task_state<T> owns the error's storage (error_offset_ says where it is) and
+  // The derived task_state<T> owns the error's storage (error_offset_units_ says where it is) and
   // calls destroy_error() from its destructor.
   ~task_state_base() {}  // the union member (flow_) is destroyed by the promise
   void destroy_error() noexcept {
     if (has_error_) {
       // relaxed: the last release (acq_rel) ordered every holder's marking before destruction.
-      if (status_ == task_status::faulted && !error_observed_.load(std::memory_order_relaxed))
+      if (stored_status() == task_status::faulted && !error_observed_.load(std::memory_order_relaxed))
         report_unobserved_task_exception(error());
       error().~exception_ptr();
     }
@@ -443,38 +449,56 @@ class task_state_base {
   std::exception_ptr& error() noexcept {
     return *std::launder(reinterpret_cast<std::exception_ptr*>(error_storage()));
   }
-  void* error_storage() noexcept { return reinterpret_cast<char*>(this) + error_offset_; }
+  void* error_storage() noexcept { return reinterpret_cast<char*>(this) + error_offset_units_ * kOffsetUnit; }
   /// For task_state<T>'s constructors: where the error's storage lies in the derived object.
   void set_error_offset(const void* storage) noexcept {
-    error_offset_ = static_cast<std::uint16_t>(static_cast<const char*>(storage) -
-                                               reinterpret_cast<const char*>(this));
+    const auto d = static_cast<const char*>(storage) - reinterpret_cast<const char*>(this);
+    // task_state<T> checks at compile time that its storage lies within reach.
+    error_offset_units_ = static_cast<std::uint8_t>(d / kOffsetUnit);
   }
+  /// The offsets above count in this unit (every frame and state is at least 8-byte aligned).
+  static constexpr std::ptrdiff_t kOffsetUnit = 8;
+  /// The farthest error storage set_error_offset() can record.
+  static constexpr std::size_t kMaxErrorOffset = 63 * kOffsetUnit;
 
   std::atomic<std::uintptr_t> head_{kEmpty};
   std::atomic<std::uint32_t> refs_;
-  task_status status_ = task_status::running;  // written before completion, read after
-  bool run_continuations_asynchronously_ = false;
-  bool immortal_ = false;
-  bool error_is_aggregate_ = false;
-  bool suspended_once_ = false;  // coroutine tasks: did the body ever suspend (see promise)
-  bool has_error_ = false;
+  // The flags are bit-fields in two bytes, split by who writes them, so that no byte is written
+  // while another thread reads it (a bit-field store rewrites its whole byte): the state then takes
+  // 24 bytes with the flow, and a coroutine frame 8 fewer.
+  //
+  // Written by the running side (the coroutine, or whoever completes the task) before completion
+  // is published, and read by it or after completion (acquire), never concurrently:
+  std::uint8_t status_ : 2 = 0;  // a task_status: stored_status() / set_status()
+  bool error_is_aggregate_ : 1 = false;
+  bool has_error_ : 1 = false;
+  bool suspended_once_ : 1 = false;  // coroutine tasks: did the body ever suspend (see promise)
+  // Read at completion by the completer; set at creation, or by the body itself (task_factory).
+  bool run_continuations_asynchronously_ : 1 = false;
+  // Written before the state is visible to another thread, read by any holder at any time:
+  bool immortal_ : 1 = false;
   // Coroutine tasks: the start was queued (tpl::spawn, the stack guard), so an awaiter may find
   // the coroutine still queued on its own worker and run it inline. Written before the handle is
   // queued or returned, never again.
-  bool started_deferred_ = false;
+  bool started_deferred_ : 1 = false;
+  // Set by task_state<T>'s constructor: where, from this object, the error's storage lies, in
+  // units of kOffsetUnit.
+  std::uint8_t error_offset_units_ : 6 = 0;
   mutable std::atomic<bool> error_observed_{false};  // see mark_error_observed()
-  // Coroutine tasks: this object's distance from the start of its coroutine frame (0: not a
-  // coroutine). Destroys the frame, and lets a blocking wait recognise the task's own queued item.
-  std::uint16_t frame_offset_ = 0;
-  // Set by task_state<T>'s constructor: where, from this object, the error's storage lies.
-  std::uint16_t error_offset_ = 0;
-  // A coroutine frame (frame_offset_ != 0) is destroyed through its handle, so this word holds
+  // Coroutine tasks: this object's distance from the start of its coroutine frame, in units of
+  // kOffsetUnit (0: not a coroutine). Destroys the frame, and lets a blocking wait recognise the
+  // task's own queued item.
+  std::uint8_t frame_offset_units_ = 0;
+  // A coroutine frame (frame_offset_units_ != 0) is destroyed through its handle, so this word holds
   // the coroutine's flow slot; any other state keeps the function that deletes it here.
   union {
     destroy_fn destroy_;
     coroutine_flow flow_;
   };
 };
+
+// Every task state, and so every task coroutine's promise, begins with these 24 bytes.
+static_assert(sizeof(void*) != 8 || sizeof(task_state_base) == 24, "task_state_base grew");
 
 /// True if e (not null) holds an operation_canceled: a task faulted with it ends canceled.
 bool is_operation_canceled(const std::exception_ptr& e) noexcept;
