@@ -68,21 +68,27 @@ struct marking_awaiter {
   }
 };
 
-/// Publishes a finished coroutine's completion, drops the coroutine's own reference and fires
-/// the waiters. The frame may be destroyed inside; nothing here touches it afterwards.
+/// finish_coroutine() of a coroutine that suspended at least once: others may hold its handle.
 template <class Promise>
-void finish_coroutine(Promise& p) noexcept {
+TPL_NOINLINE void finish_suspended_coroutine(Promise& p) noexcept {
   task_state_base& s = p;
-  if (!p.suspended_once()) {
-    // Never suspended: the handle is still inside the ramp, so nobody waits, the caller's
-    // handle keeps the frame alive, and no running unit was ever counted.
-    s.publish_completion_unshared();
-    return;
-  }
   const bool force_async = p.continuations_forced_async();
   waiter* list = s.publish_completion();
   s.release_running();
   task_state_base::fire_waiters(list, force_async);
+}
+
+/// Publishes a finished coroutine's completion, drops the coroutine's own reference and fires
+/// the waiters. The frame may be destroyed inside; nothing here touches it afterwards.
+template <class Promise>
+void finish_coroutine(Promise& p) noexcept {
+  if (TPL_LIKELY(!p.suspended_once())) {
+    // Never suspended: the handle is still inside the ramp, so nobody waits, the caller's
+    // handle keeps the frame alive, and no running unit was ever counted.
+    static_cast<task_state_base&>(p).publish_completion_unshared();
+    return;
+  }
+  finish_suspended_coroutine(p);
 }
 
 struct final_awaiter {

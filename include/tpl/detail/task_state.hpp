@@ -74,25 +74,28 @@ class task_state : public task_state_base {
   template <class... A>
   void set_value(A&&... a) noexcept(std::is_nothrow_constructible_v<T, A...>) {
     ::new (static_cast<void*>(&value_)) T(std::forward<A>(a)...);
-    set_status(task_status::ran_to_completion);
+    set_succeeded();
   }
 
   /// The result; the task must be completed.
   T& value_ref() {
-    if (TPL_UNLIKELY(stored_status() != task_status::ran_to_completion)) throw_for_await();
+    if (TPL_UNLIKELY(!succeeded())) throw_for_await();
     return value_;
   }
   T& value_ref_for_wait() {
-    if (TPL_UNLIKELY(stored_status() != task_status::ran_to_completion)) throw_for_wait();
+    if (TPL_UNLIKELY(!succeeded())) throw_for_wait();
     return value_;
   }
 
  protected:
   ~task_state() {
-    if (stored_status() == task_status::ran_to_completion)
-      value_.~T();
-    else
-      destroy_error();
+    if constexpr (!std::is_trivially_destructible_v<T>) {
+      if (succeeded()) {
+        value_.~T();
+        return;
+      }
+    }
+    destroy_error();  // nothing when the task has no error (it succeeded, or never completed)
   }
 
  private:
@@ -114,12 +117,12 @@ class task_state<void> : public task_state_base {
   explicit task_state(std::uint32_t handle_refs) noexcept : task_state_base(handle_refs) {
     set_error_offset(&error_storage_);
   }
-  void set_value() noexcept { set_status(task_status::ran_to_completion); }
+  void set_value() noexcept { set_succeeded(); }
   void value_ref() {
-    if (TPL_UNLIKELY(stored_status() != task_status::ran_to_completion)) throw_for_await();
+    if (TPL_UNLIKELY(!succeeded())) throw_for_await();
   }
   void value_ref_for_wait() {
-    if (TPL_UNLIKELY(stored_status() != task_status::ran_to_completion)) throw_for_wait();
+    if (TPL_UNLIKELY(!succeeded())) throw_for_wait();
   }
 
  protected:

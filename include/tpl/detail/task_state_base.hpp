@@ -355,8 +355,17 @@ class task_state_base {
   std::vector<std::exception_ptr> exceptions() const;
 
   /// The status as last set (running until the completer sets it; read it after completion).
-  task_status stored_status() const noexcept { return static_cast<task_status>(status_); }
-  void set_status(task_status st) noexcept { status_ = static_cast<std::uint8_t>(st) & 3u; }
+  /// The outcome as set (meaningful once the task has completed: canceled before that).
+  task_status stored_status() const noexcept {
+    return succeeded_ ? task_status::ran_to_completion : faulted_ ? task_status::faulted : task_status::canceled;
+  }
+  bool succeeded() const noexcept { return succeeded_; }
+  void set_status(task_status st) noexcept {
+    succeeded_ = st == task_status::ran_to_completion;
+    faulted_ = st == task_status::faulted;
+  }
+  /// set_status(ran_to_completion) for a task that has not failed before (the value paths).
+  void set_succeeded() noexcept { succeeded_ = true; }
 
   void set_run_continuations_asynchronously(bool v) noexcept { run_continuations_asynchronously_ = v; }
 
@@ -368,11 +377,12 @@ class task_state_base {
   }
   /// Called once by a coroutine promise, before its handle is returned. Both compilers place
   /// the promise right after the frame's two function pointers (16 bytes in, more for an
-  /// over-aligned result): an offset that does not fit (beyond 2,040 bytes or not a multiple of
-  /// 8) would leave the frame impossible to destroy, so it stops the process.
+  /// over-aligned result): an offset that does not fit (beyond 2,040 bytes) would leave the
+  /// frame impossible to destroy, so it stops the process.
   void set_frame_address(void* frame) noexcept {
     const auto d = reinterpret_cast<const char*>(this) - static_cast<const char*>(frame);
-    if (TPL_UNLIKELY(d <= 0 || d % kOffsetUnit != 0 || d / kOffsetUnit > 255)) std::terminate();
+    // A multiple of 8: the frame comes from an allocation and the promise is 8-byte aligned.
+    if (TPL_UNLIKELY(d <= 0 || d > 255 * kOffsetUnit)) std::terminate();
     frame_offset_units_ = static_cast<std::uint8_t>(d / kOffsetUnit);
   }
   /// A coroutine's execution-context slot (flow.hpp); only for promises.
@@ -469,13 +479,19 @@ class task_state_base {
   //
   // Written by the running side (the coroutine, or whoever completes the task) before completion
   // is published, and read by it or after completion (acquire), never concurrently:
-  std::uint8_t status_ : 2 = 0;  // a task_status: stored_status() / set_status()
+  // The outcome (stored_status()): ran_to_completion, faulted, or neither for canceled. Read only
+  // after completion (before it the two read as canceled). Two bits and not an enum so that the
+  // hot paths test and set one bit with one instruction.
+  bool succeeded_ : 1 = false;
+  bool faulted_ : 1 = false;
   bool error_is_aggregate_ : 1 = false;
   bool has_error_ : 1 = false;
   bool suspended_once_ : 1 = false;  // coroutine tasks: did the body ever suspend (see promise)
   // Read at completion by the completer; set at creation, or by the body itself (task_factory).
   bool run_continuations_asynchronously_ : 1 = false;
-  // Written before the state is visible to another thread, read by any holder at any time:
+  // Written before the state is visible to another thread, read by any holder at any time (a
+  // byte of their own: the zero-width field ends the byte above):
+  std::uint8_t : 0;
   bool immortal_ : 1 = false;
   // Coroutine tasks: the start was queued (tpl::spawn, the stack guard), so an awaiter may find
   // the coroutine still queued on its own worker and run it inline. Written before the handle is
