@@ -489,6 +489,9 @@ class task_state_base {
   bool suspended_once_ : 1 = false;  // coroutine tasks: did the body ever suspend (see promise)
   // Read at completion by the completer; set at creation, or by the body itself (task_factory).
   bool run_continuations_asynchronously_ : 1 = false;
+  // Unused; initialised so that the constructor writes these bytes with one store instead of
+  // keeping two indeterminate bits.
+  std::uint8_t spare_bits_ : 2 = 0;
   // Written before the state is visible to another thread, read by any holder at any time (a
   // byte of their own: the zero-width field ends the byte above):
   std::uint8_t : 0;
