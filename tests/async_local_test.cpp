@@ -2,6 +2,8 @@
 // awaits on any thread, never back out to the caller; pool threads start each item clean.
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <cstdint>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -65,6 +67,48 @@ TEST(async_local, flows_into_run_and_across_awaits_on_other_threads) {
     co_return name.value() + ":" + std::to_string(n);
   });
   EXPECT_EQ(tpl::sync_wait(t), "request-1:42");
+}
+
+// A start that is queued instead of run inline (tpl::spawn, the stack guard) takes its context
+// back when a pool thread first resumes it (the initial awaiter finds the coroutine's context slot
+// through the distance it recorded when it suspended).
+TEST(async_local, flows_into_a_spawned_coroutine_and_its_changes_stay_there) {
+  reset_on_exit r;
+  number.set(7);
+  auto child = []() -> tpl::task<int> {
+    const int seen = number.value();  // runs on a pool thread: the start was queued
+    number.set(99);
+    co_await tpl::yield();
+    co_return seen * 1000 + number.value();
+  };
+  tpl::task<int> t = tpl::run([&]() -> tpl::task<int> {
+    tpl::task<int> spawned = tpl::spawn(child);
+    const int before = number.value();  // the spawned body's change never reaches its parent
+    const int result = co_await spawned;
+    co_return result * 10 + (before == 7 && number.value() == 7 ? 1 : 0);
+  });
+  EXPECT_EQ(tpl::sync_wait(t), 70991);
+  EXPECT_EQ(number.value(), 7);
+}
+
+tpl::task<std::int64_t> count_reading_number(std::int64_t n, std::atomic<std::int64_t>& wrong,
+                                             std::atomic<std::int64_t>& elsewhere, std::thread::id caller) {
+  if (number.value() != 5) wrong.fetch_add(1, std::memory_order_relaxed);
+  if (std::this_thread::get_id() != caller) elsewhere.fetch_add(1, std::memory_order_relaxed);
+  if (n == 0) co_return 0;
+  co_return 1 + co_await count_reading_number(n - 1, wrong, elsewhere, caller);
+}
+
+TEST(async_local, flows_into_every_level_of_a_recursion_the_stack_guard_moves_to_the_pool) {
+  reset_on_exit r;
+  number.set(5);
+  std::atomic<std::int64_t> wrong{0};
+  std::atomic<std::int64_t> elsewhere{0};
+  const std::int64_t n = 400'000;  // deeper than an 8 MiB stack holds
+  EXPECT_EQ(tpl::sync_wait(count_reading_number(n, wrong, elsewhere, std::this_thread::get_id())), n);
+  EXPECT_EQ(wrong.load(), 0);
+  EXPECT_GT(elsewhere.load(), 0);  // some levels were deferred to the pool
+  EXPECT_EQ(number.value(), 5);
 }
 
 TEST(async_local, changes_inside_a_task_do_not_flow_back_to_the_caller) {

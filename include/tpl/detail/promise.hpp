@@ -82,7 +82,7 @@ TPL_NOINLINE void finish_suspended_coroutine(Promise& p) noexcept {
 /// the waiters. The frame may be destroyed inside; nothing here touches it afterwards.
 template <class Promise>
 void finish_coroutine(Promise& p) noexcept {
-  if (TPL_LIKELY(!p.suspended_once())) {
+  if (!p.suspended_once()) {
     // Never suspended: the handle is still inside the ramp, so nobody waits, the caller's
     // handle keeps the frame alive, and no running unit was ever counted.
     static_cast<task_state_base&>(p).publish_completion_unshared();

@@ -7,7 +7,7 @@
 //   waiter*                not completed; an intrusive LIFO list of waiters (the first awaiter is
 //                          stored without any allocation; more awaiters link through waiter::next)
 //   waiter* | kLocked      a remover is unlinking a waiter from the middle of the list
-//   kCompleted             completed; status_, the result and error_ are published
+//   kCompleted             completed; the outcome flags, the result and the error are published
 // Adding a waiter is one CAS. Completing is one CAS that takes the list. Removing a waiter (a timed
 // wait that gave up, when_any cleaning up its losers) locks the word, unlinks, and unlocks; so
 // abandoned waits never accumulate on a long-lived task. Whoever finds the word locked watches it
@@ -115,7 +115,7 @@ class task_state_base {
   // ---- completion --------------------------------------------------------------------------
 
   bool is_completed() const noexcept {
-    // acquire: pairs with the release in publish_completion(), so status_, the value and error_
+    // acquire: pairs with the release in publish_completion(), so the outcome, the value and error_
     // written before completion are visible to whoever sees kCompleted.
     return head_.load(std::memory_order_acquire) == kCompleted;
   }
@@ -182,7 +182,7 @@ class task_state_base {
     }
   }
 
-  /// Marks the task completed (status_ and the result must already be written) and returns the
+  /// Marks the task completed (the outcome and the result must already be written) and returns the
   /// waiters in registration order. Exactly one caller may complete a task.
   waiter* publish_completion() noexcept {
     std::uintptr_t cur = head_.load(std::memory_order_relaxed);
@@ -354,7 +354,6 @@ class task_state_base {
   /// Every exception of a faulted task in order; operation_canceled for a canceled one.
   std::vector<std::exception_ptr> exceptions() const;
 
-  /// The status as last set (running until the completer sets it; read it after completion).
   /// The outcome as set (meaningful once the task has completed: canceled before that).
   task_status stored_status() const noexcept {
     return succeeded_ ? task_status::ran_to_completion : faulted_ ? task_status::faulted : task_status::canceled;
