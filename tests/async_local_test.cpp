@@ -76,7 +76,7 @@ TEST(async_local, flows_into_a_spawned_coroutine_and_its_changes_stay_there) {
   reset_on_exit r;
   number.set(7);
   auto child = []() -> tpl::task<int> {
-    const int seen = number.value();  // runs on a pool thread: the start was queued
+    const int seen = number.value();  // a queued start: resumed by a worker (perhaps taken back)
     number.set(99);
     co_await tpl::yield();
     co_return seen * 1000 + number.value();

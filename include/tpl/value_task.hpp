@@ -333,7 +333,7 @@ template <class T>
 bool value_task_promise<T>::complete_into_return_object() noexcept {
   // Suspended once: the return object may have moved on and is not ours to touch (and the
   // handle may be awaited elsewhere). A fault keeps the state, which carries the exception.
-  if (this->suspended_once() || return_object_ == nullptr || this->stored_status() != task_status::ran_to_completion)
+  if (this->suspended_once() || return_object_ == nullptr || !this->succeeded())
     return false;
   if constexpr (std::is_void_v<T>) {
     return_object_->complete_from_coroutine();

@@ -332,7 +332,7 @@ class task_state_base {
 
   void set_error(std::exception_ptr e, bool canceled) noexcept {
     set_error_ptr(std::move(e));
-    set_status(canceled ? task_status::canceled : task_status::faulted);
+    set_failed(canceled);
   }
   /// Faults with several exceptions at once (when_all): co_await rethrows the first, wait() /
   /// get() throw all of them.
@@ -343,9 +343,9 @@ class task_state_base {
     }
     set_error_ptr(std::make_exception_ptr(aggregate_exception(std::move(errors))));
     error_is_aggregate_ = true;
-    set_status(task_status::faulted);
+    set_failed(false);
   }
-  void set_canceled() noexcept { set_status(task_status::canceled); }
+  void set_canceled() noexcept { set_failed(true); }
 
   /// For co_await: rethrow the (first) exception, or operation_canceled.
   [[noreturn]] void throw_for_await() const;
@@ -359,12 +359,12 @@ class task_state_base {
     return succeeded_ ? task_status::ran_to_completion : faulted_ ? task_status::faulted : task_status::canceled;
   }
   bool succeeded() const noexcept { return succeeded_; }
-  void set_status(task_status st) noexcept {
-    succeeded_ = st == task_status::ran_to_completion;
-    faulted_ = st == task_status::faulted;
-  }
-  /// set_status(ran_to_completion) for a task that has not failed before (the value paths).
+  /// The value paths: a task ends once, so neither outcome bit was set before.
   void set_succeeded() noexcept { succeeded_ = true; }
+  void set_failed(bool canceled) noexcept {
+    succeeded_ = false;
+    faulted_ = !canceled;
+  }
 
   void set_run_continuations_asynchronously(bool v) noexcept { run_continuations_asynchronously_ = v; }
 
@@ -432,7 +432,7 @@ class task_state_base {
   void destroy_error() noexcept {
     if (has_error_) {
       // relaxed: the last release (acq_rel) ordered every holder's marking before destruction.
-      if (stored_status() == task_status::faulted && !error_observed_.load(std::memory_order_relaxed))
+      if (faulted_ && !error_observed_.load(std::memory_order_relaxed))
         report_unobserved_task_exception(error());
       error().~exception_ptr();
     }
@@ -477,10 +477,8 @@ class task_state_base {
   // 24 bytes with the flow, and a coroutine frame 8 fewer.
   //
   // Written by the running side (the coroutine, or whoever completes the task) before completion
-  // is published, and read by it or after completion (acquire), never concurrently:
-  // The outcome (stored_status()): ran_to_completion, faulted, or neither for canceled. Read only
-  // after completion (before it the two read as canceled). Two bits and not an enum so that the
-  // hot paths test and set one bit with one instruction.
+  // is published, and read by it or after completion (acquire), never concurrently. The outcome
+  // is two bits, not an enum (stored_status()), so that the hot paths set and test one bit.
   bool succeeded_ : 1 = false;
   bool faulted_ : 1 = false;
   bool error_is_aggregate_ : 1 = false;
