@@ -285,3 +285,35 @@ TEST(parallel_invoke, a_value_a_function_sets_stays_in_its_own_copy_of_the_conte
     }).get();
   }
 }
+
+TEST(parallel_invoke, a_thief_takes_the_last_function_first_and_the_caller_takes_back_the_rest_in_order) {
+  // From a worker, the functions after the first are queued together: the oldest slot, the one a
+  // thief takes, holds the last function; the caller takes back the others from the second on.
+  tpl::thread_pool pool(tpl::thread_pool_options{.thread_count = 2});
+  for (int round = 0; round < 3; ++round) {
+    std::atomic<int> first_stolen{-1};
+    std::vector<int> taken_back;
+    std::thread::id caller;
+    bool saw = false;
+    tpl::run(pool, [&] {
+      caller = std::this_thread::get_id();
+      auto job = [&](int i) {
+        return [&, i] {
+          if (std::this_thread::get_id() == caller) {
+            taken_back.push_back(i);
+          } else {
+            int none = -1;
+            first_stolen.compare_exchange_strong(none, i);
+          }
+        };
+      };
+      tpl::parallel::invoke([&] { saw = poll_until([&] { return first_stolen.load() != -1; }); }, job(1), job(2),
+                            job(3));
+    }).get();
+    ASSERT_TRUE(saw);
+    EXPECT_EQ(first_stolen.load(), 3);
+    // The caller's take-backs (if the thief did not take them too) come newest first: 1, then 2.
+    for (std::size_t k = 1; k < taken_back.size(); ++k) EXPECT_LT(taken_back[k - 1], taken_back[k]);
+    for (int i : taken_back) EXPECT_NE(i, 3);
+  }
+}

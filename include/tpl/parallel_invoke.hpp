@@ -10,7 +10,8 @@
 //   }
 //
 // The first function runs on the calling thread; the others are queued, from the caller's stack
-// (nothing is allocated), on the calling worker's own deque, where idle workers steal them. When
+// (nothing is allocated), on the calling worker's own deque, where idle workers steal them (all
+// in one publication and one wake check, the last function where a thief takes first). When
 // the first returns, the caller takes back each function nobody stole and runs it as a plain call
 // (newest first). For a stolen one it helps: it runs fork jobs stolen from other workers (other
 // invokes' functions, never a coroutine) until its own is done, then sleeps (as a blocking wait:
@@ -70,8 +71,9 @@ enum class job_queue : unsigned char { own_deque, pool, none };
 
 /// Runs jobs[0..count-1]: jobs[0] here; jobs[1..count-1] queued and joined newest first (pushed
 /// from the last, so jobs[1] is on top of the deque and the oldest, the last function, is the
-/// first a thief takes). The loops run to N and skip what is past count: a trip count known at
-/// compile time lets the compiler unroll them (plain invoke passes count == N).
+/// first a thief takes). On a pool worker two or more are queued in one batch. The loops run to
+/// N and skip what is past count: a trip count known at compile time lets the compiler unroll
+/// them (plain invoke passes count == N).
 template <std::size_t N>
 void run_first(tpl::detail::fork_job* (&jobs)[N], std::size_t count) {
   // Every function runs in the caller's context as it is now; this reference keeps it alive
@@ -87,6 +89,28 @@ void run_first(tpl::detail::fork_job* (&jobs)[N], std::size_t count) {
     tpl::detail::fork_execute(jobs[0]);
     return;
   }
+  if (count > 2) {
+    // Two or more to queue: on a pool worker all go onto its deque at once (one publication,
+    // one wake check) and are joined there.
+    bool local;
+    try {
+      local = tpl::detail::fork_push_local_many(&jobs[1], count - 1);
+    } catch (...) {
+      // The deque could not grow, and nothing was queued: each runs here, in its turn.
+      for (std::size_t i = 0; i < N; ++i)
+        if (i < count) tpl::detail::fork_execute(jobs[i]);
+      return;
+    }
+    if (local) {
+      tpl::detail::fork_execute(jobs[0]);
+      for (std::size_t i = 1; i < N; ++i) {
+        if (i >= count) break;
+        tpl::detail::fork_join_local(jobs[i]);
+      }
+      return;
+    }
+  }
+  // One to queue, or a thread that is no pool worker: each is queued where fork_push puts it.
   job_queue where[N] = {};
   for (std::size_t i = N - 1; i >= 1; --i) {
     if (i >= count) continue;

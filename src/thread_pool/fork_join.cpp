@@ -27,6 +27,12 @@
 // by its invoker's join (step 2), never stranded (tests/model_pool_handshake_test.cpp explores
 // the look in both orders); a later push's check can still wake the parked worker for the rest.
 //
+// An invoke of three or more functions on a worker queues its jobs together (fork_push_local_many):
+// one push_many (every slot written, then one release store of bottom) and one wake check, fenced
+// or not as above by whether the deque held items before. For the wake protocol the batch is one
+// push; each job is then joined as above, in the order run_first pops them
+// (tests/model_fork_batch_test.cpp).
+//
 // Memory orders (the same on ARMv8 and x86): the runner's exchange is release, so the job's
 // results and error are visible to whoever reads kDone with acquire (the invoker's load, or its
 // failed CAS). Sleeping is announced by a CAS and done is published by an exchange on the same
@@ -85,6 +91,19 @@ fork_placement fork_push(fork_job* j) {
   impl* p = impl::default_impl.load(std::memory_order_acquire);
   p->push_from_outside(tag(j), p->queue_for_outside());
   return fork_placement::pool;
+}
+
+bool fork_push_local_many(fork_job* const* jobs, std::size_t count) {
+  using impl = thread_pool::impl;
+  impl::thread_context& ctx = impl::t_context;
+  if (ctx.pool == nullptr) return false;
+  // The last first: jobs[0] ends at the bottom, where the invoker's first join pops it.
+  const auto n = static_cast<std::int64_t>(count);
+  if (ctx.self->local.push_many(n, [jobs, n](std::int64_t i) { return tag(jobs[n - 1 - i]); }))
+    ctx.pool->after_fork_push_unfenced();  // items below: see the file comment
+  else
+    ctx.pool->after_push();
+  return true;
 }
 
 namespace {

@@ -38,6 +38,27 @@ class work_stealing_deque {
     return b > t;
   }
 
+  /// Owner only: pushes item(0), item(1), ..., item(n - 1) as n pushes would (item(n - 1) ends
+  /// at the bottom, taken back first), published by one release store, so that a thief sees all
+  /// of them or none. Returns what push returns for the first of them. Throws std::bad_alloc,
+  /// with nothing pushed, when the buffer cannot grow.
+  template <class Item>
+  bool push_many(std::int64_t n, Item item) {
+    const std::int64_t b = bottom_.load(std::memory_order_relaxed);
+    // acquire: as push's.
+    const std::int64_t t = top_.load(std::memory_order_acquire);
+    ring* r = buffer_.load(std::memory_order_relaxed);
+    while (b - t + n > r->capacity) r = grow(r, t, b);
+    std::atomic<void*>* const slots = r->slots.get();  // read once: the stores below cannot change them
+    const std::int64_t mask = r->mask;
+    // relaxed: as ring::put's.
+    for (std::int64_t i = 0; i < n; ++i) slots[(b + i) & mask].store(item(i), std::memory_order_relaxed);
+    // release: a thief that acquires the new bottom sees every slot written above and the items'
+    // contents.
+    bottom_.store(b + n, std::memory_order_release);
+    return b > t;
+  }
+
   /// Owner only. nullptr when empty.
   void* pop() {
     const std::int64_t b = bottom_.load(std::memory_order_relaxed) - 1;
