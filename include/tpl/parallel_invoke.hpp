@@ -72,10 +72,11 @@ enum class job_queue : unsigned char { own_deque, pool, none };
 /// Runs jobs[0..count-1]: jobs[0] here; jobs[1..count-1] queued and joined newest first (pushed
 /// from the last, so jobs[1] is on top of the deque and the oldest, the last function, is the
 /// first a thief takes). On a pool worker two or more are queued in one batch. The loops run to
-/// N and skip what is past count: a trip count known at compile time lets the compiler unroll
-/// them (plain invoke passes count == N).
-template <std::size_t N>
-void run_first(tpl::detail::fork_job* (&jobs)[N], std::size_t count) {
+/// N and skip what is past count: plain invoke passes count as the constant N (an
+/// integral_constant), so that the compiler drops the tests and unrolls the loops; the options
+/// form passes a std::size_t.
+template <std::size_t N, class Count>
+void run_first(tpl::detail::fork_job* (&jobs)[N], Count count) {
   // Every function runs in the caller's context as it is now; this reference keeps it alive
   // until the last join (a function may replace the thread's own).
   struct context_hold {
@@ -163,7 +164,7 @@ std::array<tpl::detail::fork_job_of<R>, sizeof...(I)> make_runner_jobs(R& runner
 
 template <std::size_t N>
 void run_forked(tpl::detail::fork_job* (&jobs)[N]) {
-  run_first(jobs, N);
+  run_first(jobs, std::integral_constant<std::size_t, N>{});
   throw_errors(jobs);
 }
 
