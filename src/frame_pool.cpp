@@ -1,6 +1,22 @@
 // The slow paths of the coroutine frame pool: refilling from / spilling to the process-wide
 // transfer lists, and returning a thread's cache when the thread exits.
 //
+// Growing glibc's heap ahead. glibc gives each thread but the main one an arena of its own, whose
+// heap becomes accessible (mprotect(2)) exactly as far as each allocation needs: a thread that
+// takes frames from the system faster than it frees them (a chain or a recursion built on a pool
+// worker) makes one system call per 4 KiB, 32 frames of 128 bytes. The main arena pads each brk(2)
+// by 128 KiB, so the main thread does not pay this. On any other thread, before the first frame
+// taken from ::operator new and then every kGrowAheadEvery bytes of them, the pool allocates
+// kGrowAheadBytes with malloc and
+// frees them at once: glibc makes that much of the heap accessible in one call, and the free puts
+// the block back into the heap's top, from which the next frames are carved without a system call
+// (one call per 44 KiB instead of per 4 KiB). The block is never written, so it costs no memory.
+// When the malloc had to grow the heap (the usual case: the last grow-ahead left kGrowAheadBytes
+// and kGrowAheadEvery of them have been used since), the top holds less than a page besides the
+// block, so the merged chunk stays under 64 KiB, glibc's threshold for consolidating the fast bins
+// and trying to trim the heap on a free. Without glibc, or under a sanitizer (whose allocator
+// replaces glibc's), nothing is done.
+//
 // Invariants: a thread's cache is handed back exactly once, by its exit hook, and after that the
 // thread neither caches a freed block nor takes a batch (hook_state 2: straight to the system);
 // a class's transfer list holds at most max_batches(c) batches (about kMaxTransferBytesPerClass),
@@ -8,7 +24,11 @@
 // spends its first kAsanQuarantineBlocks frees of the same thread poisoned in the quarantine, and
 // leaves it only to the cache or, at thread exit, to the system.
 #include <atomic>
+#include <cstdlib>
 #include <mutex>
+
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "tpl/detail/frame_pool.hpp"
 
@@ -55,6 +75,29 @@ transfer_list& transfer(std::size_t c) {
   static transfer_list* lists = new transfer_list[kFrameClassCount];
   return lists[c];
 }
+
+#if defined(__GLIBC__) && !defined(TPL_ASAN) && !defined(TPL_TSAN)
+constexpr std::uint32_t kGrowAheadEvery = 44 * 1024;
+constexpr std::size_t kGrowAheadBytes = 56 * 1024;
+
+// Called before a frame of class c is taken from ::operator new (file comment).
+void grow_heap_ahead(frame_cache& cache, std::size_t c) noexcept {
+  if (cache.thread_kind == 0) cache.thread_kind = ::getpid() == static_cast<pid_t>(::syscall(SYS_gettid)) ? 1 : 2;
+  if (cache.thread_kind == 1) return;
+  // At the start of each period of kGrowAheadEvery bytes, the first frame's included.
+  if (cache.system_bytes == 0) {
+    // volatile: the pair must reach glibc (a compiler may drop a malloc whose block is only freed).
+    void* volatile block = std::malloc(kGrowAheadBytes);
+    std::free(block);
+  }
+  // What glibc takes for it: the block and its 8-byte chunk header (frame_pool.hpp's classes fill
+  // 16-byte-aligned chunks exactly).
+  cache.system_bytes += static_cast<std::uint32_t>(frame_class_bytes(c) + sizeof(std::size_t));
+  if (cache.system_bytes >= kGrowAheadEvery) cache.system_bytes = 0;
+}
+#else
+void grow_heap_ahead(frame_cache&, std::size_t) noexcept {}
+#endif
 
 void release_block_to_system(free_block* b, std::size_t c) {
   unpoison_cached_block(b, c);
@@ -147,6 +190,7 @@ void* frame_alloc_slow(std::size_t c) {
     cache.count[c] = got.count - 1;
     return b;
   }
+  grow_heap_ahead(cache, c);
   return ::operator new(frame_class_bytes(c));
 }
 

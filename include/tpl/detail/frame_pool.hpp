@@ -57,6 +57,11 @@ struct frame_cache {
   std::uint32_t count[kFrameClassCount];
   // 0: no exit hook yet, 1: cache active, 2: thread is exiting (frees go straight to the system).
   std::uint8_t hook_state;
+  // 0: not known yet, 1: the process's main thread, 2: another thread (frame_pool.cpp, growing
+  // the system heap ahead).
+  std::uint8_t thread_kind;
+  // Bytes taken from ::operator new since the system heap was last grown ahead.
+  std::uint32_t system_bytes;
 };
 
 inline thread_local frame_cache t_frame_cache{};
