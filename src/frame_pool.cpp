@@ -7,10 +7,10 @@
 // worker) makes one system call per 4 KiB, 32 frames of 128 bytes. The main arena pads each brk(2)
 // by 128 KiB, so the main thread does not pay this. On any other thread, before the first frame
 // taken from ::operator new and then every kGrowAheadEvery bytes of them, the pool allocates
-// kGrowAheadBytes with malloc and
-// frees them at once: glibc makes that much of the heap accessible in one call, and the free puts
-// the block back into the heap's top, from which the next frames are carved without a system call
-// (one call per 44 KiB instead of per 4 KiB). The block is never written, so it costs no memory.
+// kGrowAheadBytes with malloc and frees them at once: glibc makes that much of the heap
+// accessible in one call, and the free puts the block back into the heap's top, from which the
+// next frames are carved without a system call (one call per 44 KiB instead of per 4 KiB). The
+// block is never written, so it costs no memory.
 // When the malloc had to grow the heap (the usual case: the last grow-ahead left kGrowAheadBytes
 // and kGrowAheadEvery of them have been used since), the top holds less than a page besides the
 // block, so the merged chunk stays under 64 KiB, glibc's threshold for consolidating the fast bins

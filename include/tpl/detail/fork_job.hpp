@@ -106,8 +106,7 @@ fork_placement fork_push(fork_job* j);
 /// On a pool worker: queues jobs[count - 1], ..., jobs[0] on its deque as fork_push would one
 /// by one (jobs[0] last, so it is taken back first), with one publication and one wake check,
 /// and returns true; each is then joined with fork_join_local. Elsewhere returns false and
-/// queues nothing. Throws std::bad_alloc, with nothing queued, when
-/// the deque cannot grow.
+/// queues nothing. Throws std::bad_alloc, with nothing queued, when the deque cannot grow.
 bool fork_push_local_many(fork_job* const* jobs, std::size_t count);
 /// Joins a job queued on the calling worker's deque: runs it here if it is still there, else
 /// helps with other fork jobs (stealing only those: never a coroutine, which could wait for what
