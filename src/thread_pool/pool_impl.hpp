@@ -58,6 +58,7 @@
 #include "tpl/detail/fork_job.hpp"
 #include "tpl/detail/pool_policy.hpp"
 #include "tpl/thread_pool.hpp"
+#include "full_fence.hpp"
 #include "work_stealing_deque.hpp"
 
 namespace tpl {
@@ -261,8 +262,9 @@ struct thread_pool::impl {
   // ---- the wake protocol (wake_protocol.cpp) --------------------------------------------------
 
   void after_push() {
-    // seq_cst fence: orders our queue write before reading spinning/idle/counts (file comment).
-    std::atomic_thread_fence(std::memory_order_seq_cst);
+    // seq_cst fence (full_fence.hpp): orders our queue write before reading spinning/idle/counts
+    // (file comment).
+    detail::full_fence();
     after_fork_push_unfenced();
   }
 

@@ -9,6 +9,8 @@
 #include <memory>
 #include <vector>
 
+#include "full_fence.hpp"
+
 namespace tpl::detail {
 
 class work_stealing_deque {
@@ -64,9 +66,10 @@ class work_stealing_deque {
     const std::int64_t b = bottom_.load(std::memory_order_relaxed) - 1;
     ring* r = buffer_.load(std::memory_order_relaxed);
     bottom_.store(b, std::memory_order_relaxed);
-    // seq_cst: the store to bottom_ must be ordered before the load of top_ against thieves
-    // doing the mirror image (load top_, then bottom_): the classic Chase-Lev race on the last item.
-    std::atomic_thread_fence(std::memory_order_seq_cst);
+    // seq_cst (full_fence.hpp): the store to bottom_ must be ordered before the load of top_
+    // against thieves doing the mirror image (load top_, then bottom_): the classic Chase-Lev
+    // race on the last item.
+    full_fence();
     std::int64_t t = top_.load(std::memory_order_relaxed);
     void* item = nullptr;
     if (t <= b) {
@@ -95,7 +98,7 @@ class work_stealing_deque {
   void* steal_if(Pred pred) {
     // acquire on both: see the owner's pushes (slot contents) published by the release store.
     std::int64_t t = top_.load(std::memory_order_acquire);
-    std::atomic_thread_fence(std::memory_order_seq_cst);
+    full_fence();  // seq_cst: orders the load of top_ before that of bottom_ (the owner's mirror)
     const std::int64_t b = bottom_.load(std::memory_order_acquire);
     if (t >= b) return nullptr;
     // acquire: a grown buffer is published with release by the owner.
