@@ -77,6 +77,11 @@ struct model {
     };
     state n = s;
     const std::uint8_t mine = s.joining < jobs ? join_order(s.joining) : kNone;
+    // The join of `mine` is over: the next one's pop, or the invoker returns after the last.
+    auto joined = [&](state& x) {
+      x.joining = static_cast<std::uint8_t>(s.joining + 1);
+      x.inv = x.joining == jobs ? i_returned : i_pop;
+    };
     switch (s.inv) {
       case i_push:
         // push_many: the last function first, so the first queued one ends at the bottom.
@@ -105,14 +110,12 @@ struct model {
         break;
       case i_run:
         ++n.runs[mine];
-        n.joining = static_cast<std::uint8_t>(s.joining + 1);
-        n.inv = n.joining == jobs ? i_returned : i_pop;
+        joined(n);
         add(n, "invoker: runs job " + std::to_string(mine) + " as a plain call");
         break;
       case i_look:
         if (s.word[mine] == kDone) {
-          n.joining = static_cast<std::uint8_t>(s.joining + 1);
-          n.inv = n.joining == jobs ? i_returned : i_pop;
+          joined(n);
           add(n, "invoker: load reads job " + std::to_string(mine) + "'s kDone");
         } else {
           n.inv = i_announce;
@@ -124,8 +127,7 @@ struct model {
           n.word[mine] = kSleeping, n.inv = i_futex;
           add(n, "invoker: CAS 0 -> kSleeping on job " + std::to_string(mine));
         } else {
-          n.joining = static_cast<std::uint8_t>(s.joining + 1);
-          n.inv = n.joining == jobs ? i_returned : i_pop;
+          joined(n);
           add(n, "invoker: CAS fails on kDone");
         }
         break;
@@ -135,8 +137,7 @@ struct model {
           add(n, "invoker: futex_wait(kSleeping) sleeps");
         } else {
           // The word is kDone (only the thief changes it from kSleeping): the wait loop ends.
-          n.joining = static_cast<std::uint8_t>(s.joining + 1);
-          n.inv = n.joining == jobs ? i_returned : i_pop;
+          joined(n);
           add(n, "invoker: futex_wait returns at once; the loop reads kDone");
         }
         break;
