@@ -43,11 +43,12 @@ class work_stealing_deque {
   /// Owner only: pushes item(0), item(1), ..., item(n - 1) as n pushes would (item(n - 1) ends
   /// at the bottom, taken back first), published by one release store, so that a thief sees all
   /// of them or none. Returns what push returns for the first of them. Throws std::bad_alloc,
-  /// with nothing pushed, when the buffer cannot grow.
+  /// with nothing pushed, when the buffer cannot grow. (push is not push_many(1): its single
+  /// grow keeps two registers fewer live on every pool push, 4 instructions measured.)
   template <class Item>
   bool push_many(std::int64_t n, Item item) {
     const std::int64_t b = bottom_.load(std::memory_order_relaxed);
-    // acquire: as push's.
+    // acquire: as push's (thieves' CAS on top_ has finished reading the slots below t).
     const std::int64_t t = top_.load(std::memory_order_acquire);
     ring* r = buffer_.load(std::memory_order_relaxed);
     while (b - t + n > r->capacity) r = grow(r, t, b);
