@@ -1,35 +1,20 @@
 // The slow paths of the coroutine frame pool: refilling from / spilling to the process-wide
-// transfer lists, and returning a thread's cache when the thread exits.
-//
-// Growing glibc's heap ahead. glibc gives each thread but the main one an arena of its own, whose
-// heap becomes accessible (mprotect(2)) exactly as far as each allocation needs: a thread that
-// takes frames from the system faster than it frees them (a chain or a recursion built on a pool
-// worker) makes one system call per 4 KiB, 32 frames of 128 bytes. The main arena pads each brk(2)
-// by 128 KiB, so the main thread does not pay this. On any other thread, before the first frame
-// taken from ::operator new and then every kGrowAheadEvery bytes of them, the pool allocates
-// kGrowAheadBytes with malloc and frees them at once: glibc makes that much of the heap
-// accessible in one call, and the free puts the block back into the heap's top, from which the
-// next frames are carved without a system call (one call per 44 KiB instead of per 4 KiB). The
-// block is never written, so it costs no memory.
-// When the malloc had to grow the heap (the usual case: the last grow-ahead left kGrowAheadBytes
-// and kGrowAheadEvery of them have been used since), the top holds less than a page besides the
-// block, so the merged chunk stays under 64 KiB, glibc's threshold for consolidating the fast bins
-// and trying to trim the heap on a free. Without glibc, or under a sanitizer (whose allocator
-// replaces glibc's), nothing is done.
+// transfer lists, and returning a thread's cache when the thread exits. Behind both is the chunk
+// store (frame_chunks.cpp), where a block comes from when neither has one and goes when neither
+// has room.
 //
 // Invariants: a thread's cache is handed back exactly once, by its exit hook, and after that the
-// thread neither caches a freed block nor takes a batch (hook_state 2: straight to the system);
+// thread neither caches a freed block nor takes a batch (hook_state 2: straight to the chunks);
 // a class's transfer list holds at most max_batches(c) batches (about kMaxTransferBytesPerClass),
-// so what the pool keeps after a burst is bounded per class. Under AddressSanitizer a freed block
-// spends its first kAsanQuarantineBlocks frees of the same thread poisoned in the quarantine, and
-// leaves it only to the cache or, at thread exit, to the system.
+// so what the pool keeps after a burst is bounded per class; every block of a pooled class comes
+// from chunk_take and goes back through chunk_give, never to ::operator delete ("the system"
+// below means the chunk store). Under AddressSanitizer a freed block spends its first
+// kAsanQuarantineBlocks frees of the same thread poisoned in the quarantine, and leaves it only to
+// the cache or, at thread exit, to the system.
 #include <atomic>
-#include <cstdlib>
 #include <mutex>
 
-#include <sys/syscall.h>
-#include <unistd.h>
-
+#include "frame_chunks.hpp"
 #include "tpl/detail/frame_pool.hpp"
 
 namespace tpl::detail {
@@ -76,40 +61,22 @@ transfer_list& transfer(std::size_t c) {
   return lists[c];
 }
 
-#if defined(__GLIBC__) && !defined(TPL_ASAN) && !defined(TPL_TSAN)
-constexpr std::uint32_t kGrowAheadEvery = 44 * 1024;
-constexpr std::size_t kGrowAheadBytes = 56 * 1024;
-
-// Called before a frame of class c is taken from ::operator new (file comment).
-void grow_heap_ahead(frame_cache& cache, std::size_t c) noexcept {
-  if (cache.thread_kind == 0) cache.thread_kind = ::getpid() == static_cast<pid_t>(::syscall(SYS_gettid)) ? 1 : 2;
-  if (cache.thread_kind == 1) return;
-  // At the start of each period of kGrowAheadEvery bytes, the first frame's included.
-  if (cache.system_bytes == 0) {
-    // volatile: the pair must reach glibc (a compiler may drop a malloc whose block is only freed).
-    void* volatile block = std::malloc(kGrowAheadBytes);
-    std::free(block);
-  }
-  // What glibc takes for it: the block and its 8-byte chunk header (frame_pool.hpp's classes fill
-  // 16-byte-aligned chunks exactly).
-  cache.system_bytes += static_cast<std::uint32_t>(frame_class_bytes(c) + sizeof(std::size_t));
-  if (cache.system_bytes >= kGrowAheadEvery) cache.system_bytes = 0;
+void release_chain_to_system(free_block* head, std::size_t c) noexcept {
+  if (head != nullptr) chunk_give(c, head);
 }
-#else
-void grow_heap_ahead(frame_cache&, std::size_t) noexcept {}
-#endif
 
-void release_block_to_system(free_block* b, std::size_t c) {
+void release_block_to_system(void* p, std::size_t c) noexcept {
+  auto* b = static_cast<free_block*>(p);
+  b->next = nullptr;
+  chunk_give(c, b);
+}
+
+// One block of class c straight from the chunk store, for a thread whose cache is gone.
+void* take_one_block(std::size_t c) {
+  free_block* b = nullptr;
+  chunk_take(c, 1, b);
   unpoison_cached_block(b, c);
-  ::operator delete(static_cast<void*>(b));
-}
-
-void release_chain_to_system(free_block* head, std::size_t c) {
-  while (head != nullptr) {
-    free_block* next = head->next;
-    release_block_to_system(head, c);
-    head = next;
-  }
+  return b;
 }
 
 #if defined(TPL_ASAN)
@@ -127,7 +94,7 @@ void release_quarantine_to_system() noexcept {
   for (std::size_t i = 0; i < kAsanQuarantineBlocks; ++i) {
     if (q.block[i] == nullptr) continue;
     TPL_UNPOISON(q.block[i], frame_class_bytes(q.size_class[i]));
-    ::operator delete(q.block[i]);
+    release_block_to_system(q.block[i], q.size_class[i]);
     q.block[i] = nullptr;
   }
   q.next = 0;
@@ -171,7 +138,7 @@ void* frame_alloc_slow(std::size_t c) {
   frame_cache& cache = frame_cache_tls();
   // Thread exit (other thread_local destructors still run coroutines): the exit hook has handed
   // the cache back and will not run again, so a batch taken now would never be returned.
-  if (cache.hook_state == 2) return ::operator new(frame_class_bytes(c));
+  if (cache.hook_state == 2) return take_one_block(c);
   if (cache.hook_state == 0) install_exit_hook();
   transfer_list& t = transfer(c);
   batch got;
@@ -190,15 +157,20 @@ void* frame_alloc_slow(std::size_t c) {
     cache.count[c] = got.count - 1;
     return b;
   }
-  grow_heap_ahead(cache, c);
-  return ::operator new(frame_class_bytes(c));
+  // A batch from the chunk store: the first block for the caller, the rest to the cache (empty).
+  free_block* head = nullptr;
+  const std::uint32_t n = chunk_take(c, kFrameTransferBatch, head);
+  cache.head[c] = head->next;
+  cache.count[c] = n - 1;
+  unpoison_cached_block(head, c);
+  return head;
 }
 
 void frame_free_slow(void* p, std::size_t c) {
   frame_cache& cache = frame_cache_tls();
   auto* b = static_cast<free_block*>(p);
   if (cache.hook_state == 2) {  // thread exit: the cache is gone
-    ::operator delete(p);
+    release_block_to_system(p, c);
     return;
   }
   if (cache.hook_state == 0) install_exit_hook();
@@ -233,7 +205,7 @@ void frame_free_slow(void* p, std::size_t c) {
 void frame_free_quarantined(void* p, std::size_t c) noexcept {
   frame_cache& cache = frame_cache_tls();
   if (cache.hook_state == 2) {  // thread exit: the quarantine is gone with the cache
-    ::operator delete(p);
+    release_block_to_system(p, c);
     return;
   }
   if (cache.hook_state == 0) install_exit_hook();
@@ -264,6 +236,7 @@ void frame_pool_set_quarantine_for_testing(bool on) noexcept {
 }
 
 void frame_pool_release_caches_for_testing() noexcept {
+  chunk_store_one_block_per_chunk_for_testing();
 #if defined(TPL_ASAN)
   release_quarantine_to_system();
 #endif
@@ -284,6 +257,14 @@ void frame_pool_release_caches_for_testing() noexcept {
     }
     for (std::size_t i = 0; i < k; ++i) release_chain_to_system(taken[i].head, c);
   }
+}
+
+std::size_t frame_pool_chunks_held(std::size_t bytes) noexcept {
+  return chunk_store_chunks_held(frame_class_of(bytes));
+}
+
+std::size_t frame_pool_blocks_per_chunk(std::size_t bytes) noexcept {
+  return chunk_store_blocks_per_chunk(frame_class_of(bytes));
 }
 
 std::size_t frame_pool_cached_on_this_thread() noexcept {

@@ -5,8 +5,9 @@
 // thread-local free list without locks or atomics. A thread whose list for a class grows beyond
 // kMaxCachedFramesPerClass hands a batch to a process-wide transfer list (the cross-thread return
 // path: producer/consumer pairs where one thread allocates and another frees keep recycling), and a
-// thread whose list is empty takes a batch from there before it falls back to ::operator new.
-// The transfer list is bounded too; overflow goes back to ::operator delete.
+// thread whose list is empty takes a batch from there before it takes one from the chunk store
+// (src/frame_chunks.cpp: blocks carved from 64 KiB chunks, a chunk going back to the system when
+// all its blocks are back). The transfer list is bounded too; overflow goes back to the chunks.
 //
 // Under AddressSanitizer, cached blocks are poisoned, and a freed block first waits, poisoned, in
 // a per-thread quarantine of kAsanQuarantineBlocks blocks before it joins the cache: the next
@@ -32,9 +33,10 @@
 
 namespace tpl::detail {
 
-// Size classes are 24, 40, 56, ... bytes (16 * c + 24): with the 8-byte header of the system
-// allocator's chunks, each class fills a 16-byte-aligned chunk exactly, so a million frames of
-// one class cost a million times (class + 8) bytes and not a byte more.
+// Size classes are 24, 40, 56, ... bytes (16 * c + 24): with the 8-byte word in front of each
+// block that names its chunk (src/frame_chunks.cpp), each class fills a 16-byte-aligned slot
+// exactly, so a million frames of one class cost a million times (class + 8) bytes and not a
+// byte more.
 inline constexpr std::size_t kFrameGranuleBytes = 16;
 inline constexpr std::size_t kSmallestFrameClassBytes = 24;
 inline constexpr std::size_t kMaxPooledFrameBytes = 1016;
@@ -55,13 +57,8 @@ inline constexpr std::size_t frame_class_bytes(std::size_t c) noexcept {
 struct frame_cache {
   free_block* head[kFrameClassCount];
   std::uint32_t count[kFrameClassCount];
-  // 0: no exit hook yet, 1: cache active, 2: thread is exiting (frees go straight to the system).
+  // 0: no exit hook yet, 1: cache active, 2: thread is exiting (frees go straight to the chunks).
   std::uint8_t hook_state;
-  // 0: not known yet, 1: the process's main thread, 2: another thread (frame_pool.cpp, growing
-  // the system heap ahead).
-  std::uint8_t thread_kind;
-  // Bytes taken from ::operator new since the system heap was last grown ahead.
-  std::uint32_t system_bytes;
 };
 
 inline thread_local frame_cache t_frame_cache{};
@@ -148,11 +145,19 @@ inline void frame_free(void* p, std::size_t bytes) noexcept {
 /// Statistics for tests and diagnostics: blocks currently cached by the calling thread.
 std::size_t frame_pool_cached_on_this_thread() noexcept;
 
+/// Statistics for tests and diagnostics: chunks (src/frame_chunks.cpp) that the size class of a
+/// frame of `bytes` (1 .. kMaxPooledFrameBytes) holds, whether their blocks are in use or free.
+std::size_t frame_pool_chunks_held(std::size_t bytes) noexcept;
+
+/// The blocks of one chunk of the size class of a frame of `bytes` (1 .. kMaxPooledFrameBytes).
+std::size_t frame_pool_blocks_per_chunk(std::size_t bytes) noexcept;
+
 /// For tests (the allocation-failure sweep, tests/alloc_failure_test.cpp): gives the calling
-/// thread's cached blocks and every process-wide transfer list back to the system, so that the
-/// next frames this thread allocates come from ::operator new (where a test can make them fail)
-/// and not from a cache. Other threads' caches are untouched. Safe while other threads use the
-/// pool (the transfer lists are taken under their locks).
+/// thread's cached blocks and every process-wide transfer list back to the chunk store, and turns
+/// the store, for the rest of the process, to one chunk per block, so that the next frames this
+/// thread allocates each come from one call of ::operator new (where a test can make it fail)
+/// and not from a cache or a chunk. Other threads' caches are untouched. Safe while other threads
+/// use the pool (the transfer lists and the chunks are taken under their locks).
 void frame_pool_release_caches_for_testing() noexcept;
 
 }  // namespace tpl::detail

@@ -1,0 +1,251 @@
+// The frame pool's backing store: the blocks of each size class are carved from chunks of 64 KiB
+// taken from ::operator new, and a chunk goes back to ::operator delete when all its blocks have
+// come back. Behind the threads' caches and the transfer lists (frame_pool.cpp), it replaces one
+// call of the system allocator per frame: a thread that builds a million frames at once (seed
+// 001's chain) takes one chunk per few hundred frames, and carving a block costs a few
+// instructions where glibc's malloc and free cost over a hundred each. On a thread other than the
+// main one it also spares glibc's per-page growth of the thread's arena: one mprotect(2) per chunk.
+//
+// Layout. A chunk is a header followed by `slots` slots of class_bytes + 8 bytes; a slot holds the
+// address of its chunk (the owner word) and then the block handed out, 16-byte aligned (the header
+// is 40 bytes, the owner word 8, the slot a multiple of 16). So a block costs what it cost in
+// glibc's heap, the owner word taking the place of glibc's chunk header, and giving a block back
+// finds its chunk in one load.
+//
+// A chunk's slots are carved in order, on demand: a thread that needs ten frames of a class
+// touches ten slots, not a chunk. Blocks given back go on their chunk's free list and are taken
+// again before any slot is carved anew, so the free room of a chunk that some long-lived frame
+// keeps alive serves its class (the usual trade of a size-class allocator: that room does not
+// serve other classes or malloc until the chunk is empty).
+//
+// Invariants, all under the class's lock except for a chunk of one slot (below):
+//  - each slot of a chunk is in exactly one of three states: not carved yet (index >= carved), on
+//    the chunk's free list, or out (a live frame, or in a thread's cache or a transfer list);
+//    live == carved - (length of the free list);
+//  - a chunk is on its class's available list iff it has a free or uncarved slot;
+//  - a chunk with live == 0 is the class's spare (at most one per class) or has gone to the
+//    system; the spare stops being the spare when a block is taken from it;
+//  - the owner word of a carved slot never changes, and is never poisoned.
+// A chunk of one slot (one_block mode, for the allocation-failure tests) is on no list: its block
+// is out from its creation to its release, which frees it.
+//
+// Under AddressSanitizer a block on a free list or in a cache is poisoned except for its link
+// word (frame_pool.hpp), and an uncarved slot is poisoned whole, so a frame that runs past its end
+// into a neighbouring slot is reported.
+#include "frame_chunks.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <mutex>
+#include <new>
+
+namespace tpl::detail {
+namespace {
+
+// What a chunk asks of ::operator new: with glibc's 8-byte header, rounded to 16, 64 KiB exactly;
+// under glibc's mmap threshold (128 KiB), so chunks come from the heap.
+constexpr std::size_t kChunkBytes = 64 * 1024 - 16;
+
+struct chunk {
+  chunk* prev;
+  chunk* next;
+  free_block* free;
+  std::uint32_t live;
+  std::uint32_t carved;
+  std::uint32_t slots;
+  bool listed;
+};
+static_assert(sizeof(chunk) == 40, "the first block must be 16-byte aligned");
+static_assert((sizeof(chunk) + sizeof(chunk*)) % 16 == 0, "the first block must be 16-byte aligned");
+
+constexpr std::size_t slot_bytes(std::size_t c) noexcept {
+  return sizeof(chunk*) + frame_class_bytes(c);
+}
+static_assert(slot_bytes(0) % 16 == 0 && kFrameGranuleBytes % 16 == 0, "every block 16-byte aligned");
+
+constexpr std::uint32_t slots_per_chunk(std::size_t c) noexcept {
+  return static_cast<std::uint32_t>((kChunkBytes - sizeof(chunk)) / slot_bytes(c));
+}
+
+std::size_t chunk_bytes(std::size_t c, std::uint32_t slots) noexcept {
+  return sizeof(chunk) + slots * slot_bytes(c);
+}
+
+char* slot_of(chunk* k, std::size_t c, std::uint32_t i) noexcept {
+  return reinterpret_cast<char*>(k) + sizeof(chunk) + i * slot_bytes(c);
+}
+
+chunk* owner_of(free_block* b) noexcept {
+  chunk* k;
+  std::memcpy(&k, reinterpret_cast<char*>(b) - sizeof(chunk*), sizeof k);
+  return k;
+}
+
+struct class_store {
+  std::mutex lock;
+  chunk* available = nullptr;  // doubly linked through prev/next
+  chunk* spare = nullptr;
+};
+
+class_store& store(std::size_t c) {
+  // Leaked on purpose: frames are freed by threads that outlive static destruction.
+  static class_store* stores = new class_store[kFrameClassCount];
+  return stores[c];
+}
+
+// Statistics and the testing mode; relaxed: neither orders any other memory. A thread that reads
+// one_block late takes one batch more from a chunk, which is as correct as the other answer.
+std::atomic<std::size_t> g_chunks_held[kFrameClassCount]{};
+std::atomic<bool> g_one_block{false};
+
+void push_available(class_store& s, chunk* k) noexcept {
+  k->prev = nullptr;
+  k->next = s.available;
+  if (s.available != nullptr) s.available->prev = k;
+  s.available = k;
+  k->listed = true;
+}
+
+void unlink(class_store& s, chunk* k) noexcept {
+  if (k->prev != nullptr) k->prev->next = k->next;
+  else s.available = k->next;
+  if (k->next != nullptr) k->next->prev = k->prev;
+  k->prev = k->next = nullptr;
+  k->listed = false;
+}
+
+// A new chunk of class c, every slot uncarved (poisoned). Throws std::bad_alloc.
+chunk* new_chunk(std::size_t c, std::uint32_t slots) {
+  const std::size_t bytes = slots == 1 ? chunk_bytes(c, 1) : kChunkBytes;
+  auto* k = static_cast<chunk*>(::operator new(bytes));
+  k->prev = k->next = nullptr;
+  k->free = nullptr;
+  k->live = 0;
+  k->carved = 0;
+  k->slots = slots;
+  k->listed = false;
+  TPL_POISON(slot_of(k, c, 0), bytes - sizeof(chunk));
+  g_chunks_held[c].fetch_add(1, std::memory_order_relaxed);
+  return k;
+}
+
+void release_chunk(chunk* k, std::size_t c) noexcept {
+  g_chunks_held[c].fetch_sub(1, std::memory_order_relaxed);
+  // Readable again before the system takes it back.
+  TPL_UNPOISON(k, k->slots == 1 ? chunk_bytes(c, 1) : kChunkBytes);
+  ::operator delete(static_cast<void*>(k));
+}
+
+// Carves slot i of k: writes its owner word and returns its block, poisoned as a cached block.
+free_block* carve(chunk* k, std::size_t c, std::uint32_t i) noexcept {
+  char* slot = slot_of(k, c, i);
+  TPL_UNPOISON(slot, sizeof(chunk*) + sizeof(free_block));
+  std::memcpy(slot, &k, sizeof k);
+  return reinterpret_cast<free_block*>(slot + sizeof(chunk*));
+}
+
+}  // namespace
+
+std::uint32_t chunk_take(std::size_t c, std::uint32_t want, free_block*& head) {
+  head = nullptr;
+  if (g_one_block.load(std::memory_order_relaxed)) {
+    chunk* k = new_chunk(c, 1);
+    head = carve(k, c, 0);
+    head->next = nullptr;
+    k->carved = 1;
+    k->live = 1;  // before any other thread can see k: through this block, handed over later
+    return 1;
+  }
+  class_store& s = store(c);
+  std::unique_lock g(s.lock);
+  std::uint32_t n = 0;
+  while (n < want) {
+    chunk* k = s.available;
+    if (k == nullptr) {
+      if (n > 0) break;
+      g.unlock();  // no allocation under the lock
+      chunk* fresh = new_chunk(c, slots_per_chunk(c));
+      g.lock();
+      push_available(s, fresh);
+      continue;
+    }
+    if (k == s.spare) s.spare = nullptr;
+    while (n < want && k->free != nullptr) {
+      free_block* b = k->free;
+      k->free = b->next;
+      b->next = head;
+      head = b;
+      ++k->live;
+      ++n;
+    }
+    // Carved last first, so that the list (and the cache it fills) hands them out in address
+    // order: frames made one after another, then used in that order (a chain), stay a stream.
+    const std::uint32_t m = std::min(want - n, k->slots - k->carved);
+    for (std::uint32_t i = m; i-- > 0;) {
+      free_block* b = carve(k, c, k->carved + i);
+      b->next = head;
+      head = b;
+    }
+    k->carved += m;
+    k->live += m;
+    n += m;
+    if (k->free == nullptr && k->carved == k->slots) unlink(s, k);
+  }
+  return n;
+}
+
+void chunk_give(std::size_t c, free_block* head) noexcept {
+  chunk* to_release = nullptr;  // linked through next, released after the lock
+  {
+    class_store& s = store(c);
+    std::lock_guard g(s.lock);
+    while (head != nullptr) {
+      free_block* b = head;
+      TPL_UNPOISON(b, sizeof(free_block));
+      head = b->next;
+      chunk* k = owner_of(b);
+      b->next = k->free;
+      k->free = b;
+      poison_cached_block(b, c);
+      if (--k->live == 0 && (k->slots == 1 || s.spare != nullptr)) {
+        if (k->listed) unlink(s, k);
+        k->next = to_release;
+        to_release = k;
+        continue;
+      }
+      if (k->live == 0) s.spare = k;
+      if (!k->listed) push_available(s, k);
+    }
+  }
+  while (to_release != nullptr) {
+    chunk* k = to_release;
+    to_release = k->next;
+    release_chunk(k, c);
+  }
+}
+
+void chunk_store_one_block_per_chunk_for_testing() noexcept {
+  g_one_block.store(true, std::memory_order_relaxed);
+  for (std::size_t c = 0; c < kFrameClassCount; ++c) {
+    class_store& s = store(c);
+    chunk* spare = nullptr;
+    {
+      std::lock_guard g(s.lock);
+      spare = s.spare;
+      if (spare != nullptr) {
+        unlink(s, spare);
+        s.spare = nullptr;
+      }
+    }
+    if (spare != nullptr) release_chunk(spare, c);
+  }
+}
+
+std::size_t chunk_store_blocks_per_chunk(std::size_t c) noexcept { return slots_per_chunk(c); }
+
+std::size_t chunk_store_chunks_held(std::size_t c) noexcept {
+  return g_chunks_held[c].load(std::memory_order_relaxed);
+}
+
+}  // namespace tpl::detail
