@@ -13,7 +13,9 @@
 // finds its chunk in one load.
 //
 // A chunk's slots are carved in order, on demand: a thread that needs ten frames of a class
-// touches ten slots, not a chunk. Blocks given back go on their chunk's free list and are taken
+// touches ten slots, not a chunk. A class that already holds a chunk is building frames in
+// number, so its next chunks are made resident in one system call (populate()) instead of a page
+// fault per 4 KiB. Blocks given back go on their chunk's free list and are taken
 // again before any slot is carved anew, so the free room of a chunk that some long-lived frame
 // keeps alive serves its class (the usual trade of a size-class allocator: that room does not
 // serve other classes or malloc until the chunk is empty).
@@ -39,6 +41,8 @@
 #include <cstring>
 #include <mutex>
 #include <new>
+
+#include <sys/mman.h>
 
 namespace tpl::detail {
 namespace {
@@ -95,7 +99,8 @@ class_store& store(std::size_t c) {
 }
 
 // Statistics and the testing mode; relaxed: neither orders any other memory. A thread that reads
-// one_block late takes one batch more from a chunk, which is as correct as the other answer.
+// one_block late takes one batch more from a chunk, which is as correct as the other answer; a
+// count read stale only decides whether a new chunk's pages are made resident at once.
 std::atomic<std::size_t> g_chunks_held[kFrameClassCount]{};
 std::atomic<bool> g_one_block{false};
 
@@ -115,6 +120,22 @@ void unlink(class_store& s, chunk* k) noexcept {
   k->listed = false;
 }
 
+// Makes the pages of a new chunk resident in one system call (MADV_POPULATE_WRITE, Linux 5.14)
+// instead of one page fault per 4 KiB as its slots are first written; only for a class that
+// already holds a chunk, so that a class with a few frames costs the pages it touches and no
+// more. On a kernel without it the call fails and the pages fault in as before.
+void populate(void* p, std::size_t bytes) noexcept {
+#if defined(MADV_POPULATE_WRITE)
+  constexpr std::uintptr_t kPage = 4096;
+  const auto first = (reinterpret_cast<std::uintptr_t>(p) + kPage - 1) & ~(kPage - 1);
+  const auto end = (reinterpret_cast<std::uintptr_t>(p) + bytes) & ~(kPage - 1);
+  if (end > first) (void)::madvise(reinterpret_cast<void*>(first), end - first, MADV_POPULATE_WRITE);
+#else
+  (void)p;
+  (void)bytes;
+#endif
+}
+
 // A new chunk of class c, every slot uncarved (poisoned). Throws std::bad_alloc.
 chunk* new_chunk(std::size_t c, std::uint32_t slots) {
   const std::size_t bytes = slots == 1 ? chunk_bytes(c, 1) : kChunkBytes;
@@ -126,7 +147,8 @@ chunk* new_chunk(std::size_t c, std::uint32_t slots) {
   k->slots = slots;
   k->listed = false;
   TPL_POISON(slot_of(k, c, 0), bytes - sizeof(chunk));
-  g_chunks_held[c].fetch_add(1, std::memory_order_relaxed);
+  const std::size_t held_before = g_chunks_held[c].fetch_add(1, std::memory_order_relaxed);
+  if (slots != 1 && held_before > 0) populate(k, bytes);
   return k;
 }
 
