@@ -28,8 +28,11 @@
 //  - a chunk with live == 0 is the class's spare (at most one per class) or has gone to the
 //    system; the spare stops being the spare when a block is taken from it;
 //  - the owner word of a carved slot never changes, and is never poisoned.
-// A chunk of one slot (one_block mode, for the allocation-failure tests) is on no list: its block
-// is out from its creation to its release, which frees it.
+// A chunk of one slot (one_block mode) is on no list: its block is out from its creation to its
+// release, which frees it. That mode is the default under AddressSanitizer: each frame is then an
+// allocation of its own, so that LeakSanitizer reports a frame that leaks (a frame in a shared
+// chunk would stay reachable through the chunk's lists), and the allocation-failure tests turn it
+// on so that each frame is one call of ::operator new.
 //
 // Under AddressSanitizer a block on a free list or in a cache is poisoned except for its link
 // word (frame_pool.hpp), and an uncarved slot is poisoned whole, so a frame that runs past its end
@@ -102,7 +105,11 @@ class_store& store(std::size_t c) {
 // one_block late takes one batch more from a chunk, which is as correct as the other answer; a
 // count read stale only decides whether a new chunk's pages are made resident at once.
 std::atomic<std::size_t> g_chunks_held[kFrameClassCount]{};
+#if defined(TPL_ASAN)
+std::atomic<bool> g_one_block{true};
+#else
 std::atomic<bool> g_one_block{false};
+#endif
 
 void push_available(class_store& s, chunk* k) noexcept {
   k->prev = nullptr;
@@ -247,8 +254,9 @@ void chunk_give(std::size_t c, free_block* head) noexcept {
   }
 }
 
-void chunk_store_one_block_per_chunk_for_testing() noexcept {
-  g_one_block.store(true, std::memory_order_relaxed);
+void chunk_store_set_one_block(bool on) noexcept {
+  g_one_block.store(on, std::memory_order_relaxed);
+  if (!on) return;
   for (std::size_t c = 0; c < kFrameClassCount; ++c) {
     class_store& s = store(c);
     chunk* spare = nullptr;

@@ -21,10 +21,11 @@ std::uint32_t chunk_take(std::size_t c, std::uint32_t want, free_block*& head);
 /// (one empty chunk per class is kept).
 void chunk_give(std::size_t c, free_block* head) noexcept;
 
-/// For the allocation-failure tests (frame_pool_release_caches_for_testing): from now on every
-/// chunk_take makes a chunk of its own for one block, so that each frame allocation is one call of
-/// ::operator new where a test can make it fail; the kept empty chunks go to the system.
-void chunk_store_one_block_per_chunk_for_testing() noexcept;
+/// With `on`, from now on every chunk_take makes a chunk of its own for one block (the default
+/// under AddressSanitizer, see frame_chunks.cpp), and the kept empty chunks go to the system;
+/// without, blocks are carved from shared chunks again. Blocks of either kind can be given back
+/// in either mode.
+void chunk_store_set_one_block(bool on) noexcept;
 
 /// Statistics for tests: chunks of class c allocated and not yet given back to the system.
 std::size_t chunk_store_chunks_held(std::size_t c) noexcept;

@@ -236,7 +236,7 @@ void frame_pool_set_quarantine_for_testing(bool on) noexcept {
 }
 
 void frame_pool_release_caches_for_testing() noexcept {
-  chunk_store_one_block_per_chunk_for_testing();
+  chunk_store_set_one_block(true);
 #if defined(TPL_ASAN)
   release_quarantine_to_system();
 #endif
@@ -258,6 +258,8 @@ void frame_pool_release_caches_for_testing() noexcept {
     for (std::size_t i = 0; i < k; ++i) release_chain_to_system(taken[i].head, c);
   }
 }
+
+void frame_pool_set_shared_chunks_for_testing(bool on) noexcept { chunk_store_set_one_block(!on); }
 
 std::size_t frame_pool_chunks_held(std::size_t bytes) noexcept {
   return chunk_store_chunks_held(frame_class_of(bytes));

@@ -96,11 +96,25 @@ constexpr std::size_t kKept = 472;
 constexpr std::size_t kShared = 600;
 
 std::size_t chunks(std::size_t bytes) { return tpl::detail::frame_pool_chunks_held(bytes); }
+
+// Blocks carved from shared chunks for the test's duration: the default, except under
+// AddressSanitizer, where each block is a chunk of its own (so that LeakSanitizer sees each frame).
+struct shared_chunks {
+  shared_chunks() { tpl::detail::frame_pool_set_shared_chunks_for_testing(true); }
+  ~shared_chunks() {
+#if defined(TPL_ASAN)
+    tpl::detail::frame_pool_set_shared_chunks_for_testing(false);
+#endif
+  }
+  shared_chunks(const shared_chunks&) = delete;
+  shared_chunks& operator=(const shared_chunks&) = delete;
+};
 std::size_t per_chunk(std::size_t bytes) { return tpl::detail::frame_pool_blocks_per_chunk(bytes); }
 
 }  // namespace
 
 TEST(frame_chunks, frames_come_from_chunks_and_a_chunk_whose_blocks_are_all_back_goes_to_the_system) {
+  shared_chunks on;
   constexpr std::size_t kFrames = 20000;
   const std::size_t before = chunks(kChunked);
   std::size_t during = 0;
@@ -121,6 +135,7 @@ TEST(frame_chunks, frames_come_from_chunks_and_a_chunk_whose_blocks_are_all_back
 }
 
 TEST(frame_chunks, the_free_blocks_of_a_chunk_that_a_live_frame_keeps_serve_the_class_again) {
+  shared_chunks on;
   constexpr std::size_t kFrames = 20000;
   std::thread([] {
     std::vector<void*> frames;
@@ -149,6 +164,7 @@ TEST(frame_chunks, the_free_blocks_of_a_chunk_that_a_live_frame_keeps_serve_the_
 }
 
 TEST(frame_chunks, blocks_freed_by_other_threads_go_back_to_their_chunks) {
+  shared_chunks on;
   // Four threads take frames, mix them, and each frees a share of everyone's: blocks cross
   // threads through the transfer lists and the chunks' free lists. Each frame is written whole
   // by its taker and checked by its freer (a block handed out twice, or a chunk freed under a
@@ -210,6 +226,7 @@ TEST(frame_chunks, blocks_freed_by_other_threads_go_back_to_their_chunks) {
 
 TEST(frame_chunks, under_address_sanitizer_the_block_after_a_frame_is_poisoned) {
 #if defined(TPL_ASAN)
+  shared_chunks on;
   std::thread([] {
     constexpr std::size_t kAlone = 856;  // a class of its own in this test
     auto* p = static_cast<char*>(tpl::detail::frame_alloc(kAlone));
@@ -220,5 +237,21 @@ TEST(frame_chunks, under_address_sanitizer_the_block_after_a_frame_is_poisoned) 
   }).join();
 #else
   GTEST_SKIP() << "poisoning exists only under AddressSanitizer";
+#endif
+}
+
+TEST(frame_chunks, under_address_sanitizer_each_frame_is_an_allocation_of_its_own_by_default) {
+#if defined(TPL_ASAN)
+  // So that LeakSanitizer reports a leaked frame: inside a shared chunk it would stay reachable.
+  std::thread([] {
+    constexpr std::size_t kOwn = 984;  // a class of its own in this test
+    const std::size_t before = chunks(kOwn);
+    std::vector<void*> frames;
+    for (int i = 0; i < 10; ++i) frames.push_back(tpl::detail::frame_alloc(kOwn));
+    EXPECT_EQ(chunks(kOwn), before + 10);
+    for (void* p : frames) tpl::detail::frame_free(p, kOwn);
+  }).join();
+#else
+  GTEST_SKIP() << "blocks are carved from shared chunks outside AddressSanitizer";
 #endif
 }

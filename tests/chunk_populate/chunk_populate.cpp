@@ -32,6 +32,7 @@ int main() {
       return 77;
     }
   }
+  tpl::detail::frame_pool_set_shared_chunks_for_testing(true);  // not the default under ASan
   constexpr std::size_t kFrameBytes = 40;  // 48-byte slots: a batch of 64 writes 3 KiB of a chunk
   std::vector<void*> frames;
   frames.reserve(100000);  // before the frames, so that it is not allocated among them

@@ -145,6 +145,12 @@ inline void frame_free(void* p, std::size_t bytes) noexcept {
 /// Statistics for tests and diagnostics: blocks currently cached by the calling thread.
 std::size_t frame_pool_cached_on_this_thread() noexcept;
 
+/// For tests of the chunk store: whether blocks are carved from shared 64 KiB chunks (the default)
+/// or each block is a chunk of its own (the default under AddressSanitizer, so that LeakSanitizer
+/// sees every frame as an allocation; and what frame_pool_release_caches_for_testing switches
+/// to). Safe while other threads use the pool: blocks of either kind go back in either mode.
+void frame_pool_set_shared_chunks_for_testing(bool on) noexcept;
+
 /// Statistics for tests and diagnostics: chunks (src/frame_chunks.cpp) that the size class of a
 /// frame of `bytes` (1 .. kMaxPooledFrameBytes) holds, whether their blocks are in use or free.
 std::size_t frame_pool_chunks_held(std::size_t bytes) noexcept;
