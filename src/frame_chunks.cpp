@@ -75,8 +75,10 @@ constexpr std::uint32_t slots_per_chunk(std::size_t c) noexcept {
   return static_cast<std::uint32_t>((kChunkBytes - sizeof(chunk)) / slot_bytes(c));
 }
 
-std::size_t chunk_bytes(std::size_t c, std::uint32_t slots) noexcept {
-  return sizeof(chunk) + slots * slot_bytes(c);
+// What a chunk of `slots` slots of class c takes from ::operator new: kChunkBytes, or just
+// enough for a chunk of one slot (one_block mode).
+std::size_t allocation_bytes(std::size_t c, std::uint32_t slots) noexcept {
+  return slots == 1 ? sizeof(chunk) + slot_bytes(c) : kChunkBytes;
 }
 
 char* slot_of(chunk* k, std::size_t c, std::uint32_t i) noexcept {
@@ -158,7 +160,7 @@ void populate(void* p, std::size_t bytes, bool wanted) noexcept {
 
 // A new chunk of class c, every slot uncarved (poisoned). Throws std::bad_alloc.
 chunk* new_chunk(std::size_t c, std::uint32_t slots) {
-  const std::size_t bytes = slots == 1 ? chunk_bytes(c, 1) : kChunkBytes;
+  const std::size_t bytes = allocation_bytes(c, slots);
   auto* k = static_cast<chunk*>(::operator new(bytes));
   k->prev = k->next = nullptr;
   k->free = nullptr;
@@ -175,7 +177,7 @@ chunk* new_chunk(std::size_t c, std::uint32_t slots) {
 void release_chunk(chunk* k, std::size_t c) noexcept {
   g_chunks_held[c].fetch_sub(1, std::memory_order_relaxed);
   // Readable again before the system takes it back.
-  TPL_UNPOISON(k, k->slots == 1 ? chunk_bytes(c, 1) : kChunkBytes);
+  TPL_UNPOISON(k, allocation_bytes(c, k->slots));
   ::operator delete(static_cast<void*>(k));
 }
 
