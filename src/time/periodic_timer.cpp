@@ -43,17 +43,17 @@ struct periodic_wait final : task_state<bool>, pooled_allocation {
   wait_guards guards;
 };
 
-enum class wait_outcome { tick, disposed, canceled };
+enum class tick_outcome { tick, disposed, canceled };
 
 // Completes a wait taken out of `waiter` (outside the state lock). Resetting the registration
 // waits for its callback if that is running on another thread (it only finds `waiter` changed);
 // called from inside that callback, it does not wait.
-void finish(periodic_wait* w, wait_outcome outcome) noexcept {
+void finish(periodic_wait* w, tick_outcome outcome) noexcept {
   w->guards.clean_up();
-  if (outcome == wait_outcome::canceled)
+  if (outcome == tick_outcome::canceled)
     w->set_canceled();
   else
-    w->set_value(outcome == wait_outcome::tick);
+    w->set_value(outcome == tick_outcome::tick);
   w->complete_and_fire();
   w->release();  // the pending operation's reference
 }
@@ -89,7 +89,7 @@ struct periodic_timer_state {
         return;
       }
     }
-    finish(w, wait_outcome::tick);
+    finish(w, tick_outcome::tick);
   }
 
   void on_cancel(periodic_wait* w) noexcept {
@@ -98,7 +98,7 @@ struct periodic_timer_state {
       if (waiter != w) return;  // completed by a tick or dispose (w is alive: see wait())
       waiter = nullptr;
     }
-    finish(w, wait_outcome::canceled);
+    finish(w, tick_outcome::canceled);
   }
 };
 
@@ -192,7 +192,7 @@ void periodic_timer::dispose() noexcept {
   // Outside both locks: waits for a tick callback running on another thread (which finds
   // `disposed` and returns); called from inside a tick callback, it does not wait.
   t.dispose();
-  if (w != nullptr) detail::finish(w, detail::wait_outcome::disposed);
+  if (w != nullptr) detail::finish(w, detail::tick_outcome::disposed);
 }
 
 std::chrono::nanoseconds periodic_timer::period() const {

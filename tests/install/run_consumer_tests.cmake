@@ -8,7 +8,8 @@
 #     configure/build/run tests/install/find_package (find_package(tpl)).
 #     The same prefix is then used through pkg-config (tpl.pc) to build the same program.
 # (b) configure/build/run tests/install/fetch_content, which pulls tpl in with
-#     FetchContent_Declare(tpl SOURCE_DIR <repo>) -- no network access.
+#     FetchContent_Declare(tpl SOURCE_DIR <repo>) -- no network access -- built at -O0 -g0 whatever
+#     <cfg> is (it compiles the library again; the test is about packaging, not code generation).
 cmake_minimum_required(VERSION 3.25)
 
 foreach(_var TPL_SOURCE_DIR TPL_BINARY_DIR WORK_DIR CXX_COMPILER)
@@ -123,7 +124,10 @@ set(_fc_bin "${WORK_DIR}/fetch_content")
 _step("configure FetchContent consumer"
   "${CMAKE_COMMAND}" -S "${_consumers_src}/fetch_content" -B "${_fc_bin}" ${_common_args}
   "-DTPL_SOURCE_DIR=${TPL_SOURCE_DIR}"
-  -DFETCHCONTENT_FULLY_DISCONNECTED=ON)
+  -DFETCHCONTENT_FULLY_DISCONNECTED=ON
+  # This consumer compiles tpl's sources again: unoptimised and without debug information, since
+  # it proves only that the subproject configures, builds and links (a third of the -O2 build's time).
+  -DCMAKE_BUILD_TYPE=Debug "-DCMAKE_CXX_FLAGS_DEBUG=-O0 -g0")
 _step("build FetchContent consumer" "${CMAKE_COMMAND}" --build "${_fc_bin}")
 _run_consumer(fetch_content "${_fc_bin}/tpl_consumer_fetch_content")
 
