@@ -2,8 +2,8 @@
 #
 #   make deps                 install missing Debian packages (apt-get)
 #   make test                 release, debug-asan, tsan, fuzz, libcxx: configure + build + ctest
-#                             (ctest runs JOBS tests at a time; the install and bench tests,
-#                             which build or time things, run alone: RUN_SERIAL)
+#                             (ctest runs JOBS tests at a time; the bench harness self-test,
+#                             which times things, runs alone: RUN_SERIAL)
 #                             (release and debug-asan include a short tpl_soak run; fuzz builds
 #                             only the library and the libFuzzer targets and runs each over its
 #                             corpus plus a bounded number of fuzzing runs)
