@@ -45,6 +45,19 @@ function(tpl_configure_target target)
   endif()
 endfunction()
 
+# tpl_shared_pch(<target> <group> <header>...)
+# The first target of <group> precompiles the headers; every later one reuses that precompiled
+# header (REUSE_FROM), which requires that the group's targets share every compile option.
+function(tpl_shared_pch target group)
+  get_property(_owner GLOBAL PROPERTY TPL_PCH_OWNER_${group})
+  if(_owner)
+    target_precompile_headers(${target} REUSE_FROM ${_owner})
+  else()
+    target_precompile_headers(${target} PRIVATE ${ARGN})
+    set_property(GLOBAL PROPERTY TPL_PCH_OWNER_${group} ${target})
+  endif()
+endfunction()
+
 # tpl_configure_test_target(<target>)
 # tpl_configure_target() + TPL_TEST_LIGHT=1 when a sanitizer is enabled, so the
 # tests can run lighter stress loops under ASan/TSan.
