@@ -38,16 +38,19 @@ struct adopt_coroutine_t {
   explicit adopt_coroutine_t() = default;
 };
 
-/// A value_task coroutine's end (see value_task_promise).
+/// A value_task coroutine's end (see value_task_promise). When the result went into the returned
+/// value_task, await_ready says so and the coroutine does not suspend: it flows off its end, which
+/// destroys the frame there and then (no call back into the coroutine to destroy it). Nothing
+/// refers to the frame any more, and the ramp does not touch it again.
+template <class P>
 struct value_task_final_awaiter {
-  bool await_ready() const noexcept { return false; }
-  template <class P>
+  P* promise;
+  bool await_ready() const noexcept {
+    if (!promise->complete_into_return_object()) return false;
+    promise->flow().finish();  // as every coroutine's end, before its frame goes
+    return true;
+  }
   void await_suspend(std::coroutine_handle<P> h) const noexcept {
-    if (h.promise().complete_into_return_object()) {
-      h.promise().flow().finish();  // as every coroutine's end, before its frame goes
-      h.destroy();  // nothing refers to the frame any more; the ramp does not touch it again
-      return;
-    }
     final_awaiter{}.await_suspend(h);  // the end every other tpl coroutine has
   }
   void await_resume() const noexcept {}
@@ -65,7 +68,7 @@ template <class T>
 class value_task_promise final : public value_promise<T, value_task_promise<T>> {
  public:
   value_task<T> get_return_object() noexcept;
-  value_task_final_awaiter final_suspend() const noexcept { return {}; }
+  value_task_final_awaiter<value_task_promise> final_suspend() noexcept { return {this}; }
 
   /// At final suspend: true when the result went into the returned value_task (the frame can go).
   bool complete_into_return_object() noexcept;
