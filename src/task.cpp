@@ -194,7 +194,7 @@ void enter_blocking(std::optional<blocking_region>& blocked, const char* what, t
 void block_until_completed(task_state_base& s) {
   if (ran_inline(s) && s.is_completed()) return;
   blocking_waiter w;
-  w.on_complete = &blocking_waiter::fire;
+  w.set_callback(waiter_callback_for<&blocking_waiter::fire>);
   if (!s.add_waiter(&w)) return;
   std::optional<blocking_region> blocked;
   enter_blocking(blocked, "task::wait()", s, w);
@@ -205,7 +205,7 @@ void block_until_completed(task_state_base& s) {
 bool block_until_completed(task_state_base& s, std::chrono::steady_clock::time_point deadline) {
   if (ran_inline(s) && s.is_completed()) return true;
   blocking_waiter w;
-  w.on_complete = &blocking_waiter::fire;
+  w.set_callback(waiter_callback_for<&blocking_waiter::fire>);
   if (!s.add_waiter(&w)) return true;
   std::optional<blocking_region> blocked;
   enter_blocking(blocked, "task::wait_for()", s, w);

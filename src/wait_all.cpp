@@ -111,7 +111,7 @@ bool wait_for_tasks(const std::vector<task_state_base*>& states, bool all, std::
   for (std::size_t i = 0; i < states.size(); ++i) {
     wait_record::registration& r = record->registrations[i];
     r.index = static_cast<std::ptrdiff_t>(i);
-    r.on_complete = &wait_record::fire;
+    r.set_callback(waiter_callback_for<&wait_record::fire>);
     r.owner = record;
     record->add_ref();  // the registration's, if add_waiter accepts it
     guard.registered = i + 1;

@@ -492,8 +492,9 @@ static_assert(sizeof(void*) != 8 || sizeof(tpl::detail::task_state<int>) == 32);
 static_assert(sizeof(void*) != 8 || sizeof(tpl::detail::task_promise<int>) == 32);
 // Four bytes, so that g++ packs it beside the frame's own resume index and flags.
 static_assert(sizeof(tpl::detail::initial_awaiter) == 4 && alignof(tpl::detail::initial_awaiter) == 4);
+// Three words: the waiter's link and action (the awaiting coroutine) and the awaited state.
 static_assert(sizeof(void*) != 8 ||
-              sizeof(tpl::detail::flowing_task_awaiter<tpl::detail::task_awaiter<int, true, false>>) == 32);
+              sizeof(tpl::detail::flowing_task_awaiter<tpl::detail::task_awaiter<int, true, false>>) == 24);
 
 TEST(task, a_result_or_an_exception_is_destroyed_exactly_once_with_its_task) {
   using lifetime::counted;
@@ -820,4 +821,73 @@ TEST(sync_wait, takes_a_move_only_result_from_an_rvalue_task) {
   std::unique_ptr<int> p = tpl::sync_wait(tpl::task_from_result(std::make_unique<int>(6)));
   ASSERT_NE(p, nullptr);
   EXPECT_EQ(*p, 6);
+}
+
+// ---- awaited from a coroutine that is not tpl's ------------------------------------------------
+
+namespace foreign {
+// The user's own coroutine type: an await of a tpl task from it has no tpl promise to find, so the
+// awaiter's continuation is the bare frame address (task_awaiter.hpp, the resume word).
+struct eager {
+  struct promise_type {
+    eager get_return_object() noexcept { return {}; }
+    std::suspend_never initial_suspend() noexcept { return {}; }
+    std::suspend_never final_suspend() noexcept { return {}; }
+    void return_void() noexcept {}
+    void unhandled_exception() noexcept { std::terminate(); }
+  };
+};
+
+struct outcome {
+  std::atomic<int> value{0};
+  std::atomic<std::thread::id> thread{};
+  tpl::task_completion_source<> done;
+};
+
+// Each coroutine shares its outcome, so the test may drop its own as soon as `done` completes.
+eager await_task(tpl::task<int> t, std::shared_ptr<outcome> out) {
+  const int v = co_await t;
+  out->thread.store(std::this_thread::get_id());
+  out->value.store(v);
+  out->done.set_result();
+}
+
+eager await_value_task(tpl::value_task<int> t, std::shared_ptr<outcome> out) {
+  const int v = co_await std::move(t);
+  out->thread.store(std::this_thread::get_id());
+  out->value.store(v);
+  out->done.set_result();
+}
+}  // namespace foreign
+
+TEST(task, coroutines_that_are_not_tpls_resume_when_the_awaited_task_completes) {
+  tpl::task_completion_source<int> tcs;
+  auto first = std::make_shared<foreign::outcome>();
+  auto second = std::make_shared<foreign::outcome>();
+  auto third = std::make_shared<foreign::outcome>();
+  foreign::await_task(tcs.get_task(), first);
+  foreign::await_task(tcs.get_task(), second);
+  foreign::await_value_task(tpl::value_task<int>(tcs.get_task()), third);
+  EXPECT_EQ(first->value.load(), 0);
+  EXPECT_EQ(second->value.load(), 0);
+  EXPECT_EQ(third->value.load(), 0);
+
+  tcs.set_result(42);
+  // The first waiter continues on the completing thread, inside set_result; the others through
+  // the pool.
+  EXPECT_EQ(first->value.load(), 42);
+  EXPECT_EQ(first->thread.load(), std::this_thread::get_id());
+  ASSERT_TRUE(second->done.get_task().wait_for(std::chrono::seconds(10)));
+  ASSERT_TRUE(third->done.get_task().wait_for(std::chrono::seconds(10)));
+  EXPECT_EQ(second->value.load(), 42);
+  EXPECT_EQ(third->value.load(), 42);
+  EXPECT_NE(second->thread.load(), std::this_thread::get_id());
+  EXPECT_NE(third->thread.load(), std::this_thread::get_id());
+}
+
+TEST(task, a_coroutine_that_is_not_tpls_continues_at_once_on_a_completed_task) {
+  auto out = std::make_shared<foreign::outcome>();
+  foreign::await_task(tpl::task_from_result(5), out);
+  EXPECT_EQ(out->value.load(), 5);
+  EXPECT_EQ(out->thread.load(), std::this_thread::get_id());
 }

@@ -188,9 +188,10 @@ class [[nodiscard]] value_task {
     return static_cast<unsigned char>(static_cast<unsigned char>(kind_) - static_cast<unsigned char>(kind::source)) <= 1;
   }
 
+  // Three words in the awaiting frame: the waiter's two (its action is the awaiting coroutine,
+  // resumed as a task's awaiter resumes it) and the value_task.
   struct awaiter : detail::waiter {
     value_task* vt;
-    std::coroutine_handle<> continuation;  // set before the awaiter registers, as the waiter's fields
     explicit awaiter(value_task* v) noexcept : detail::waiter(uninitialized_t{}), vt(v) {}
     bool await_ready() {
       // The two common kinds first, each one comparison; the rest (empty, consumed, source) after.
@@ -207,18 +208,11 @@ class [[nodiscard]] value_task {
       if (TPL_UNLIKELY(vt->kind_ == kind::source_awaiting)) return vt->source_->on_completed(h, vt->token_);
       // A spawned coroutine still queued on this worker runs here first, as task<T>'s await does.
       if (detail::took_back_to_completion(*vt->state_)) return false;
-      continuation = h;
-      on_complete = &fire;
+      // Set before the awaiter registers, as every field of a waiter.
+      action = reinterpret_cast<std::uintptr_t>(h.address()) | kContinuation;
       return vt->state_->add_waiter(this);
     }
     T await_resume() { return vt->take(); }
-    static void fire(detail::waiter* w, detail::fire_mode mode) noexcept {
-      auto* self = static_cast<awaiter*>(w);
-      if (mode == detail::fire_mode::first_inline)
-        detail::resume_inline(self->continuation);
-      else
-        detail::dispatch_wakeup(self->continuation);
-    }
   };
 
   void check(const char* op) const {

@@ -51,7 +51,7 @@ struct wait_async_state final : task_state<T>, pooled_allocation, waiter {
 
   void start(std::chrono::nanoseconds timeout, const cancellation_token& token, time_provider& provider) {
     this->add_ref();  // the node's reference
-    this->on_complete = &source_fired;
+    this->set_callback(waiter_callback_for<&source_fired>);
     if (!task_access::state(source)->add_waiter(this)) {
       finish(outcome::completed);
       this->release_non_last();

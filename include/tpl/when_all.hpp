@@ -78,7 +78,7 @@ struct when_all_base : task_state<R>, pooled_allocation {
 
   void register_node(node& n, task_state_base& input) {
     n.owner = this;
-    n.on_complete = &node_fired;
+    n.set_callback(waiter_callback_for<&node_fired>);
     // relaxed: the count only needs to be atomic; the inputs' results are published by their
     // own completion, which we acquire through add_waiter / the completion CAS.
     remaining.fetch_add(1, std::memory_order_relaxed);

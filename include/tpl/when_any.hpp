@@ -49,7 +49,7 @@ struct when_any_base : task_state<task<T>>, pooled_allocation {
       node& nd = d.node_at(i);
       nd.owner = this;
       nd.index = i;
-      nd.on_complete = &node_fired;
+      nd.set_callback(waiter_callback_for<&node_fired>);
       this->add_ref();
       nd.registered = true;
       if (!task_access::state(d.task_at(i))->add_waiter(&nd)) {

@@ -65,7 +65,7 @@ class when_each_state {
       node& n = nodes_[i];
       n.owner = this;
       n.index = i;
-      n.on_complete = &node_fired;
+      n.set_callback(detail::waiter_callback_for<&node_fired>);
       // relaxed: a reference taken while the caller holds one (the holder's).
       refs_.fetch_add(1, std::memory_order_relaxed);
       n.registered = true;

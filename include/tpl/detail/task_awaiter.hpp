@@ -39,21 +39,27 @@ inline bool took_back_to_completion(task_state_base& s) noexcept {
 /// Awaits a task_state. Owning: holds a reference (awaiting an rvalue task) and may move the
 /// result out when it is the sole owner. Suppress: never throws, yields void. ForceYield: always
 /// continues on the pool. AlwaysInline: continues on the completing thread even when it is not
-/// the first waiter (continue_with's execute_synchronously). Kept to 32 bytes: it lives in every
-/// awaiting coroutine's frame.
+/// the first waiter (continue_with's execute_synchronously).
 ///
-/// Awaited from a tpl coroutine, it comes wrapped as a flowing_task_awaiter (promise.hpp's
-/// await_transform), which does the promise's suspension bookkeeping itself instead of a
-/// marking_awaiter around it; the coroutine to resume is then found through its promise, so one
-/// word (resume_) serves both: the frame address of a foreign coroutine, or the awaiting tpl
-/// promise's address with bit 0 set.
+/// The awaiting coroutine is one word, the resume word: its frame address, or, awaited from a tpl
+/// coroutine (flowing_task_awaiter, below), the awaiting promise's address tagged
+/// waiter::kPromise, since the promise is what the suspension bookkeeping needs. Both carry
+/// waiter::kContinuation. The default form (neither ForceYield nor AlwaysInline) keeps it in the
+/// waiter's action word, which completion resumes directly (task_state_base::fire): 24 bytes in
+/// every awaiting coroutine's frame. The other two keep it in a word of their own and register a
+/// callback that applies their rule: 32 bytes.
 template <class T, bool Owning, bool Suppress, bool ForceYield = false, bool AlwaysInline = false>
 class task_awaiter : private waiter {
+  static constexpr bool kCompact = !ForceYield && !AlwaysInline;
+  struct no_word {};
+
  public:
-  // The waiter's fields are written by register_waiter(), the only path that registers.
-  explicit task_awaiter(task_state<T>* s) noexcept : waiter(uninitialized_t{}), state_(s) {}
-  task_awaiter(task_awaiter&& o) noexcept
-      : waiter(uninitialized_t{}), state_(std::exchange(o.state_, nullptr)) {}
+  // The waiter's link is written by add_waiter(), the only path that registers; the resume word
+  // starts at 0 (await_resume reads it to know whether await_suspend ran through suspend_flowing).
+  explicit task_awaiter(task_state<T>* s) noexcept : waiter(uninitialized_t{}), state_(s) { set_resume_word(0); }
+  task_awaiter(task_awaiter&& o) noexcept : waiter(uninitialized_t{}), state_(std::exchange(o.state_, nullptr)) {
+    set_resume_word(0);
+  }
   task_awaiter(const task_awaiter&) = delete;
   task_awaiter& operator=(const task_awaiter&) = delete;
   task_awaiter& operator=(task_awaiter&&) = delete;
@@ -73,7 +79,7 @@ class task_awaiter : private waiter {
       // A spawned task still queued on this worker runs here first (.NET's task inlining).
       if (took_back_to_completion(*state_)) return false;
     }
-    resume_ = reinterpret_cast<std::uintptr_t>(h.address());
+    set_resume_word(reinterpret_cast<std::uintptr_t>(h.address()) | kContinuation);
     return register_waiter();
   }
 
@@ -94,7 +100,7 @@ class task_awaiter : private waiter {
   /// flow suspend() already ran.
   bool suspend_flowing(task_state_base& self) noexcept {
     // Set first: await_resume gives the context back whether or not the await suspends.
-    resume_ = reinterpret_cast<std::uintptr_t>(&self) | kPromiseTag;
+    set_resume_word(reinterpret_cast<std::uintptr_t>(&self) | kContinuation | kPromise);
     if constexpr (!ForceYield) {
       if (took_back_to_completion(*state_)) return false;
     }
@@ -102,16 +108,29 @@ class task_awaiter : private waiter {
   }
   /// The awaiting tpl promise, if await_suspend ran through suspend_flowing(); else null.
   task_state_base* flowing_promise() const noexcept {
-    return (resume_ & kPromiseTag) != 0 ? reinterpret_cast<task_state_base*>(resume_ - kPromiseTag)
-                                        : nullptr;
+    const std::uintptr_t w = resume_word();
+    return (w & kPromise) != 0 ? reinterpret_cast<task_state_base*>(w & ~kTagBits) : nullptr;
   }
 
  private:
-  static constexpr std::uintptr_t kPromiseTag = 1;
-  static_assert(alignof(task_state_base) > kPromiseTag, "the tag bit must be free in a promise's address");
+  static_assert(alignof(task_state_base) > kTagBits, "the tag bits must be free in a promise's address");
+
+  std::uintptr_t resume_word() const noexcept {
+    if constexpr (kCompact)
+      return action;
+    else
+      return resume_;
+  }
+  void set_resume_word(std::uintptr_t w) noexcept {
+    if constexpr (kCompact)
+      action = w;
+    else
+      resume_ = w;
+  }
 
   bool register_waiter() noexcept {
-    on_complete = &fire;
+    // The compact form's action is its resume word, already set.
+    if constexpr (!kCompact) set_callback(waiter_callback_for<&fire>);
     if (state_->add_waiter(this)) return true;  // from here on, *this may already be resumed
     if constexpr (ForceYield) {
       dispatch(continuation());
@@ -121,11 +140,14 @@ class task_awaiter : private waiter {
   }
 
   std::coroutine_handle<> continuation() const noexcept {
-    task_state_base* p = flowing_promise();
-    return std::coroutine_handle<>::from_address(
-        p != nullptr ? p->frame_address() : reinterpret_cast<void*>(resume_));
+    const std::uintptr_t w = resume_word();
+    const std::uintptr_t target = w & ~kTagBits;
+    return std::coroutine_handle<>::from_address((w & kPromise) != 0
+                                                     ? reinterpret_cast<task_state_base*>(target)->frame_address()
+                                                     : reinterpret_cast<void*>(target));
   }
 
+  /// The callback of the ForceYield and AlwaysInline forms.
   static void fire(waiter* w, fire_mode mode) noexcept {
     auto* self = static_cast<task_awaiter*>(w);
     if (!ForceYield &&
@@ -136,8 +158,12 @@ class task_awaiter : private waiter {
   }
 
   task_state<T>* state_;
-  std::uintptr_t resume_ = 0;
+  [[no_unique_address]] std::conditional_t<kCompact, no_word, std::uintptr_t> resume_;
 };
+
+static_assert(sizeof(task_awaiter<int, false, false>) == 3 * sizeof(void*),
+              "the default awaiter is three words in the awaiting frame");
+static_assert(sizeof(task_awaiter<int, true, false, true>) == 4 * sizeof(void*));
 
 template <class A>
 struct is_task_awaiter : std::false_type {};
@@ -146,7 +172,7 @@ struct is_task_awaiter<task_awaiter<T, O, S, F, I>> : std::true_type {};
 
 /// A task_awaiter awaited from a tpl coroutine: marks the suspension and hands the execution
 /// context over itself (what marking_awaiter does for any other awaiter), without a word of its
-/// own. Adds no member: 32 bytes in the frame where a marking_awaiter would take 40.
+/// own. Adds no member: 24 bytes in the frame where a marking_awaiter would take 40.
 template <class Base>
 class flowing_task_awaiter : public Base {
  public:
@@ -181,7 +207,7 @@ class configured_awaiter : private waiter {
   bool await_suspend(std::coroutine_handle<> h) noexcept {
     if (!force_yield_ && took_back_to_completion(*state_)) return false;
     continuation_ = h;
-    on_complete = &fire;
+    set_callback(waiter_callback_for<&fire>);
     if (state_->add_waiter(this)) return true;
     if (force_yield_) {
       dispatch(h);

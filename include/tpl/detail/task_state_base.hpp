@@ -107,7 +107,7 @@ class task_state_base {
   }
 
   /// Takes w back out. Returns true if it was removed before completion (it will never be
-  /// called); false if completion already took it (its on_complete runs or has run: the caller
+  /// called); false if completion already took it (it is being fired or has been: the caller
   /// must let it finish before freeing w). Rare path (timeouts, when_any clean-up): it locks.
   bool remove_waiter(waiter* w) noexcept {
     // acquire: we read the next fields of nodes other threads pushed (released by their CAS).
@@ -189,11 +189,29 @@ class task_state_base {
     fire_mode mode = force_async ? fire_mode::async_only : fire_mode::first_inline;
     while (list != nullptr) {
       waiter* next = list->next;  // list may be freed by its own callback
-      list->on_complete(list, mode);
+      fire(list, mode);
       if (mode == fire_mode::first_inline) mode = fire_mode::later;
       list = next;
     }
     --t.depth;
+  }
+
+  /// Fires one waiter: resumes its continuation (inline if it is the first, otherwise through the
+  /// pool) or calls its callback. The waiter may be gone once this returns.
+  static void fire(waiter* w, fire_mode mode) noexcept {
+    const std::uintptr_t a = w->action;
+    if (TPL_LIKELY((a & waiter::kContinuation) != 0)) {
+      const std::uintptr_t target = a & ~waiter::kTagBits;
+      const auto h = std::coroutine_handle<>::from_address(
+          (a & waiter::kPromise) != 0 ? reinterpret_cast<task_state_base*>(target)->frame_address()
+                                      : reinterpret_cast<void*>(target));
+      if (mode == fire_mode::first_inline)
+        resume_inline(h);
+      else
+        dispatch_wakeup(h);
+    } else {
+      reinterpret_cast<const waiter_callback*>(a)->fn(w, mode);
+    }
   }
 
   /// Queues the firing of list to the pool (deep-stack fallback of fire_waiters).
