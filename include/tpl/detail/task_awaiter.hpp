@@ -139,13 +139,7 @@ class task_awaiter : private waiter {
     return false;
   }
 
-  std::coroutine_handle<> continuation() const noexcept {
-    const std::uintptr_t w = resume_word();
-    const std::uintptr_t target = w & ~kTagBits;
-    return std::coroutine_handle<>::from_address((w & kPromise) != 0
-                                                     ? reinterpret_cast<task_state_base*>(target)->frame_address()
-                                                     : reinterpret_cast<void*>(target));
-  }
+  std::coroutine_handle<> continuation() const noexcept { return task_state_base::continuation_of(resume_word()); }
 
   /// The callback of the ForceYield and AlwaysInline forms.
   static void fire(waiter* w, fire_mode mode) noexcept {

@@ -201,17 +201,22 @@ class task_state_base {
   static void fire(waiter* w, fire_mode mode) noexcept {
     const std::uintptr_t a = w->action;
     if (TPL_LIKELY((a & waiter::kContinuation) != 0)) {
-      const std::uintptr_t target = a & ~waiter::kTagBits;
-      const auto h = std::coroutine_handle<>::from_address(
-          (a & waiter::kPromise) != 0 ? reinterpret_cast<task_state_base*>(target)->frame_address()
-                                      : reinterpret_cast<void*>(target));
       if (mode == fire_mode::first_inline)
-        resume_inline(h);
+        resume_inline(continuation_of(a));
       else
-        dispatch_wakeup(h);
+        dispatch_wakeup(continuation_of(a));
     } else {
       reinterpret_cast<const waiter_callback*>(a)->fn(w, mode);
     }
+  }
+
+  /// The coroutine a continuation word names (waiter::kContinuation): a frame address, or, with
+  /// waiter::kPromise, the frame of that tpl promise.
+  static std::coroutine_handle<> continuation_of(std::uintptr_t word) noexcept {
+    const std::uintptr_t target = word & ~waiter::kTagBits;
+    return std::coroutine_handle<>::from_address((word & waiter::kPromise) != 0
+                                                     ? reinterpret_cast<task_state_base*>(target)->frame_address()
+                                                     : reinterpret_cast<void*>(target));
   }
 
   /// Queues the firing of list to the pool (deep-stack fallback of fire_waiters).
