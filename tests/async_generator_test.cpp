@@ -19,6 +19,8 @@
 
 #include "test_support.hpp"
 
+namespace async_generator_test_cpp {
+
 namespace {
 
 using tpl::async_generator;
@@ -767,3 +769,5 @@ TEST(WhenEach, stopping_early_takes_the_registrations_back_from_long_lived_tasks
 }
 
 }  // namespace
+
+}  // namespace async_generator_test_cpp

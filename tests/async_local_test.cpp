@@ -14,6 +14,8 @@
 
 #include "test_support.hpp"
 
+namespace async_local_test_cpp {
+
 namespace {
 
 tpl::async_local<int> number;
@@ -312,3 +314,5 @@ TEST(async_local, many_locals_and_updates_keep_every_value) {
 }
 
 }  // namespace
+
+}  // namespace async_local_test_cpp

@@ -20,6 +20,8 @@
 
 #include "test_support.hpp"
 
+namespace async_semaphore_test_cpp {
+
 namespace {
 
 using tpl_test::exception_of_await;
@@ -676,3 +678,5 @@ TEST(async_semaphore, stress_mixed_waits_releases_timeouts_and_cancellations_los
 }
 
 }  // namespace
+
+}  // namespace async_semaphore_test_cpp

@@ -11,6 +11,8 @@
 
 #include "test_support.hpp"
 
+namespace bad_input_test_cpp {
+
 namespace {
 
 using tpl_test::holds;
@@ -310,3 +312,5 @@ TEST(bad_input, shutting_a_pool_down_from_its_own_thread_throws_logic_error) {
 TEST(bad_input, thread_pool_with_an_absurd_thread_count_throws_invalid_argument) {
   EXPECT_THROW(tpl::thread_pool({.thread_count = 1u << 20}), std::invalid_argument);
 }
+
+}  // namespace bad_input_test_cpp

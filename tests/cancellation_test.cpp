@@ -18,6 +18,8 @@
 
 #include "test_support.hpp"
 
+namespace cancellation_test_cpp {
+
 namespace {
 
 using tpl_test::holds;
@@ -1006,3 +1008,5 @@ TEST(cancellation, create_linked_over_no_tokens_throws_invalid_argument) {
                std::invalid_argument);
   EXPECT_THROW((void)tpl::cancellation_token_source::create_linked({}), std::invalid_argument);
 }
+
+}  // namespace cancellation_test_cpp

@@ -6,6 +6,8 @@
 
 #include <tpl/channel.hpp>
 
+namespace channel_ring_env_cpp {
+
 namespace {
 const bool ring_warmup_from_environment = [] {
   if (const char* v = std::getenv("TPL_TEST_CHANNEL_RING_WARMUP"))
@@ -13,3 +15,5 @@ const bool ring_warmup_from_environment = [] {
   return true;
 }();
 }  // namespace
+
+}  // namespace channel_ring_env_cpp

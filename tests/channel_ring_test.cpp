@@ -24,6 +24,8 @@
 #include "channel_test_support.hpp"
 #include "test_support.hpp"
 
+namespace channel_ring_test_cpp {
+
 namespace {
 
 /// Channels created in its scope move to the ring after `writes` locked writes (0: at once).
@@ -527,3 +529,5 @@ TEST(ChannelRing, peek_and_count_race_lock_free_readers_and_writers_safely) {
 }
 
 }  // namespace
+
+}  // namespace channel_ring_test_cpp

@@ -19,6 +19,8 @@
 #include "channel_test_support.hpp"
 #include "test_support.hpp"
 
+namespace channel_test_cpp {
+
 namespace {
 
 using tpl_test::exception_of_await;
@@ -938,3 +940,5 @@ TEST(ChannelStress, canceled_writes_under_contention_lose_nothing_and_duplicate_
 }
 
 }  // namespace
+
+}  // namespace channel_test_cpp

@@ -19,6 +19,8 @@
 
 #include "test_support.hpp"
 
+namespace concurrent_exclusive_scheduler_pair_test_cpp {
+
 namespace {
 
 using pair_t = tpl::concurrent_exclusive_scheduler_pair;
@@ -308,3 +310,5 @@ TEST(concurrent_exclusive_scheduler_pair, every_interleaving_runs_accepted_work_
   });
   EXPECT_TRUE(report.ok) << report.message;
 }
+
+}  // namespace concurrent_exclusive_scheduler_pair_test_cpp

@@ -12,6 +12,8 @@
 
 #include "test_support.hpp"
 
+namespace continue_with_test_cpp {
+
 namespace {
 
 using opts = tpl::task_continuation_options;
@@ -472,3 +474,5 @@ TEST(continue_with_scheduler, a_token_canceled_before_the_scheduler_runs_it_canc
   EXPECT_TRUE(c.is_canceled());
   EXPECT_EQ(calls.load(), 0);
 }
+
+}  // namespace continue_with_test_cpp

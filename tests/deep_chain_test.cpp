@@ -11,6 +11,8 @@
 
 #include "test_support.hpp"
 
+namespace deep_chain_test_cpp {
+
 namespace {
 
 // Seed 001's chain: each link awaits the previous one and adds 1.
@@ -166,3 +168,5 @@ TEST(deep_chain, chain_of_nested_when_all_completes) {
     return ok;
   });
 }
+
+}  // namespace deep_chain_test_cpp

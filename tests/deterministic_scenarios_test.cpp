@@ -31,6 +31,8 @@
 
 #include "test_support.hpp"
 
+namespace deterministic_scenarios_test_cpp {
+
 using tpl::testing::deterministic_scheduler;
 using tpl::testing::for_each_seed;
 using tpl_test::check;
@@ -830,3 +832,5 @@ TEST(deterministic_scenarios, wait_async_result_timeout_or_cancel_the_earliest_w
   std::printf("[scenario] %d seeds: result won %zu, timeout %zu, cancel %zu\n",
               kSeeds, outcomes[0], outcomes[1], outcomes[2]);
 }
+
+}  // namespace deterministic_scenarios_test_cpp

@@ -18,6 +18,8 @@
 
 #include "test_support.hpp"
 
+namespace deterministic_scheduler_test_cpp {
+
 using tpl::testing::deterministic_scheduler;
 using tpl::testing::for_each_seed;
 using namespace std::chrono_literals;
@@ -379,3 +381,5 @@ TEST(deterministic_scheduler, docs_example_log_after_delay_beside_other_work_ove
   });
   EXPECT_TRUE(report.ok) << report.message;
 }
+
+}  // namespace deterministic_scheduler_test_cpp

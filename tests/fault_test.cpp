@@ -32,6 +32,8 @@
 
 #include "test_support.hpp"
 
+namespace fault_test_cpp {
+
 using namespace std::chrono_literals;
 using tpl_test::test_error;
 using tpl_test::test_error_id;
@@ -626,3 +628,5 @@ TEST(fault_death, an_exception_escaping_a_raw_coroutine_resumed_by_the_pool_term
       },
       "test_error 31");
 }
+
+}  // namespace fault_test_cpp

@@ -21,6 +21,8 @@
 #include <sanitizer/asan_interface.h>
 #endif
 
+namespace frame_pool_test_cpp {
+
 namespace {
 
 constexpr std::size_t kBytes = 200;  // one size class, used by nothing else in this test
@@ -255,3 +257,5 @@ TEST(frame_chunks, under_address_sanitizer_each_frame_is_an_allocation_of_its_ow
   GTEST_SKIP() << "blocks are carved from shared chunks outside AddressSanitizer";
 #endif
 }
+
+}  // namespace frame_pool_test_cpp

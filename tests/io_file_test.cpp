@@ -17,6 +17,8 @@
 
 #include "io_test_support.hpp"
 
+namespace io_file_test_cpp {
+
 namespace {
 
 using namespace tpl_test;
@@ -452,3 +454,5 @@ INSTANTIATE_TEST_SUITE_P(engines, io_file,
                          engine_name);
 
 }  // namespace
+
+}  // namespace io_file_test_cpp

@@ -20,6 +20,8 @@
 
 extern char** environ;
 
+namespace io_pipe_test_cpp {
+
 namespace {
 
 using namespace tpl_test;
@@ -280,3 +282,5 @@ TEST(io_uring_engine, shutting_down_with_a_read_pending_aborts_it_and_returns) {
 }
 
 }  // namespace
+
+}  // namespace io_pipe_test_cpp

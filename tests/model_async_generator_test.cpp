@@ -25,6 +25,8 @@
 
 #include "model_check.hpp"
 
+namespace model_async_generator_test_cpp {
+
 namespace {
 
 enum class variant : std::uint8_t {
@@ -203,3 +205,5 @@ TEST(model_async_generator, known_bad_variants_yield_a_counterexample) {
 }
 
 }  // namespace
+
+}  // namespace model_async_generator_test_cpp

@@ -75,6 +75,8 @@
 
 #include "test_support.hpp"
 
+namespace model_channel_protocol_test_cpp {
+
 namespace {
 
 enum class variant : std::uint8_t {
@@ -904,3 +906,5 @@ TEST(model_channel_protocol, every_known_broken_variant_yields_a_counterexample)
     std::printf("%s (%zu states)\n%s", c.name, res.states, res.counterexample.c_str());
   }
 }
+
+}  // namespace model_channel_protocol_test_cpp

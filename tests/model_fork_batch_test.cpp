@@ -32,6 +32,8 @@
 
 #include "model_check.hpp"
 
+namespace model_fork_batch_test_cpp {
+
 namespace {
 
 enum class variant : std::uint8_t { real, reversed_batch, joins_last_pushed_last, runner_plain_store };
@@ -223,3 +225,5 @@ TEST(model_fork_batch, each_known_bad_variant_yields_a_counterexample) {
     std::printf("variant %d: %s", static_cast<int>(v), bad.c_str());
   }
 }
+
+}  // namespace model_fork_batch_test_cpp

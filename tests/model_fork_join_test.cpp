@@ -23,6 +23,8 @@
 
 #include "model_check.hpp"
 
+namespace model_fork_join_test_cpp {
+
 namespace {
 
 enum class variant : std::uint8_t { real, runner_plain_store, sleeper_plain_store, run_after_failed_pop };
@@ -176,3 +178,5 @@ TEST(model_fork_join, each_known_bad_variant_yields_a_counterexample) {
     std::printf("variant %d: %s", static_cast<int>(v), bad.c_str());
   }
 }
+
+}  // namespace model_fork_join_test_cpp

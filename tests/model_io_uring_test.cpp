@@ -44,6 +44,8 @@
 
 #include "model_check.hpp"
 
+namespace model_io_uring_test_cpp {
+
 namespace {
 
 enum class variant : std::uint8_t {
@@ -336,3 +338,5 @@ TEST(model_io_uring, each_known_bad_variant_yields_a_counterexample) {
 }
 
 }  // namespace
+
+}  // namespace model_io_uring_test_cpp

@@ -61,6 +61,8 @@
 
 #include "test_support.hpp"
 
+namespace model_pool_handshake_test_cpp {
+
 namespace {
 
 constexpr int kMaxWorkers = 3;
@@ -1126,3 +1128,5 @@ TEST(model_pool_handshake, broken_variants_fail_in_bigger_configurations_too) {
     EXPECT_FALSE(check(c).counterexample.empty());
   }
 }
+
+}  // namespace model_pool_handshake_test_cpp

@@ -24,6 +24,8 @@
 
 #include "model_check.hpp"
 
+namespace model_short_lock_test_cpp {
+
 namespace {
 
 enum class variant : std::uint8_t { real, unlock_plain_store, sleeper_marks_one, spinner_exchanges };
@@ -193,3 +195,5 @@ TEST(model_short_lock, each_known_bad_variant_yields_a_counterexample) {
     std::printf("variant %d counterexample:\n%s", static_cast<int>(v), trace.c_str());
   }
 }
+
+}  // namespace model_short_lock_test_cpp

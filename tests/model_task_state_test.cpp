@@ -27,6 +27,8 @@
 
 #include "test_support.hpp"
 
+namespace model_task_state_test_cpp {
+
 namespace {
 
 constexpr int kMaxWaiters = 3;
@@ -436,3 +438,5 @@ TEST(model_task_state, finds_the_aba_of_an_unlocked_head_removal) {
   ASSERT_FALSE(r.empty()) << "the checker missed the ABA that remove_waiter's lock prevents";
   std::printf("%s", r.c_str());
 }
+
+}  // namespace model_task_state_test_cpp

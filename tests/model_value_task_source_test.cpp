@@ -33,6 +33,8 @@
 
 #include "model_check.hpp"
 
+namespace model_value_task_source_test_cpp {
+
 namespace {
 
 constexpr std::uint8_t kNone = 0;
@@ -353,3 +355,5 @@ TEST(model_value_task_source, finds_a_result_read_before_it_was_written) {
   EXPECT_NE(r.find("read a result"), std::string::npos) << r;
   std::printf("%s", r.c_str());
 }
+
+}  // namespace model_value_task_source_test_cpp

@@ -15,6 +15,8 @@
 
 #include <tpl/tpl.hpp>
 
+namespace parallel_invoke_test_cpp {
+
 namespace {
 
 long fib(int n) {
@@ -317,3 +319,5 @@ TEST(parallel_invoke, a_thief_takes_the_last_function_first_and_the_caller_takes
     for (int i : taken_back) EXPECT_NE(i, 3);
   }
 }
+
+}  // namespace parallel_invoke_test_cpp

@@ -20,6 +20,8 @@
 
 #include "test_support.hpp"
 
+namespace parallel_test_cpp {
+
 namespace {
 
 using tpl_test::holds;
@@ -582,3 +584,5 @@ TEST(parallel_for, a_body_can_run_a_nested_for_async_and_wait_for_it_outside_the
 }
 
 }  // namespace
+
+}  // namespace parallel_test_cpp

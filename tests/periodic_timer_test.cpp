@@ -18,6 +18,8 @@
 
 #include "test_support.hpp"
 
+namespace periodic_timer_test_cpp {
+
 namespace {
 
 using namespace std::chrono_literals;
@@ -340,3 +342,5 @@ TEST(periodic_timer, dispose_racing_ticks_and_cancellation_on_the_pool_ends_ever
 }
 
 }  // namespace
+
+}  // namespace periodic_timer_test_cpp

@@ -2,6 +2,8 @@
 
 #include <tpl/tpl.hpp>
 
+namespace smoke_test_cpp {
+
 namespace {
 tpl::task<int> answer() {
   co_await tpl::yield();
@@ -16,3 +18,5 @@ TEST(smoke, synchronous_task_is_completed_on_return) {
   EXPECT_TRUE(t.is_completed());
   EXPECT_EQ(t.get(), 7);
 }
+
+}  // namespace smoke_test_cpp

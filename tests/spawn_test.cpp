@@ -12,6 +12,8 @@
 
 #include "test_support.hpp"
 
+namespace spawn_test_cpp {
+
 namespace {
 
 tpl::task<int> record_and_return(std::atomic<bool>& ran, int v) {
@@ -340,3 +342,5 @@ TEST(run_start, on_a_deterministic_scheduler_the_function_waits_for_its_item) {
   EXPECT_EQ(calls, 1);
   EXPECT_EQ(tpl::sync_wait(t), 1);
 }
+
+}  // namespace spawn_test_cpp

@@ -14,6 +14,8 @@
 
 #include "test_support.hpp"
 
+namespace sync_async_test_cpp {
+
 namespace {
 
 using tpl_test::holds;
@@ -453,3 +455,5 @@ TEST(async_countdown_event, signals_from_many_pool_tasks_complete_the_wait_once)
 }
 
 }  // namespace
+
+}  // namespace sync_async_test_cpp

@@ -19,6 +19,8 @@
 
 #include "test_support.hpp"
 
+namespace sync_blocking_test_cpp {
+
 namespace {
 
 using namespace std::chrono_literals;
@@ -474,3 +476,5 @@ TEST(spin_lock, unlocking_an_unheld_lock_is_an_error) {
 }
 
 }  // namespace
+
+}  // namespace sync_blocking_test_cpp

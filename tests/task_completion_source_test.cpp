@@ -17,6 +17,8 @@
 
 #include "test_support.hpp"
 
+namespace task_completion_source_test_cpp {
+
 namespace {
 
 using tpl_test::exception_of_await;
@@ -550,3 +552,5 @@ TEST(task_completion_source, concurrent_try_set_calls_elect_exactly_one_complete
   EXPECT_EQ(winners.load(), rounds);
   EXPECT_EQ(completed, rounds);
 }
+
+}  // namespace task_completion_source_test_cpp

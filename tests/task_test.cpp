@@ -16,6 +16,8 @@
 
 #include "test_support.hpp"
 
+namespace task_test_cpp {
+
 namespace {
 
 using tpl_test::exception_of_await;
@@ -891,3 +893,5 @@ TEST(task, a_coroutine_that_is_not_tpls_continues_at_once_on_a_completed_task) {
   EXPECT_EQ(out->value.load(), 5);
   EXPECT_EQ(out->thread.load(), std::this_thread::get_id());
 }
+
+}  // namespace task_test_cpp

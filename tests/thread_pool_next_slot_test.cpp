@@ -13,6 +13,8 @@
 #include <tpl/channel.hpp>
 #include <tpl/tpl.hpp>
 
+namespace thread_pool_next_slot_test_cpp {
+
 namespace {
 
 using namespace std::chrono_literals;
@@ -136,3 +138,5 @@ TEST(thread_pool_next_slot, stats_count_a_slot_item_as_queued_work) {
   EXPECT_EQ(queued_while_running, 1u);
   EXPECT_TRUE(ran.load());
 }
+
+}  // namespace thread_pool_next_slot_test_cpp

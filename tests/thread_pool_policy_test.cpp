@@ -21,6 +21,8 @@
 
 #include "test_support.hpp"
 
+namespace thread_pool_policy_test_cpp {
+
 namespace {
 
 using namespace std::chrono_literals;
@@ -691,3 +693,5 @@ TEST(task_factory, unwrap_carries_the_inner_fault_and_cancellation) {
 }
 
 }  // namespace
+
+}  // namespace thread_pool_policy_test_cpp

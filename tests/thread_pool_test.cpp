@@ -27,6 +27,8 @@
 
 #include "test_support.hpp"
 
+namespace thread_pool_test_cpp {
+
 namespace {
 
 using tpl_test::dedicated_thread_scheduler;
@@ -747,3 +749,5 @@ TEST(cpu_count, available_cpus_is_at_least_one_and_at_most_the_affinity_mask) {
   EXPECT_LE(n, static_cast<unsigned>(CPU_COUNT(&mine)));
 #endif
 }
+
+}  // namespace thread_pool_test_cpp

@@ -22,6 +22,8 @@
 
 #include "test_support.hpp"
 
+namespace time_test_cpp {
+
 namespace {
 
 using tpl_test::exception_of_await;
@@ -1303,3 +1305,5 @@ TEST(cancel_after, system_sources_destroyed_before_their_timers_fire_are_safe) {
 }
 
 }  // namespace
+
+}  // namespace time_test_cpp

@@ -14,6 +14,8 @@
 
 #include "test_support.hpp"
 
+namespace unobserved_task_exception_test_cpp {
+
 namespace {
 
 // Records the messages of unobserved faults whose message starts with `prefix` (other tests'
@@ -260,3 +262,5 @@ TEST(unobserved_task_exception, a_handler_is_never_called_after_unsubscribe_retu
   raiser.join();
   EXPECT_EQ(late_calls.load(), 0);
 }
+
+}  // namespace unobserved_task_exception_test_cpp

@@ -15,6 +15,8 @@
 #include "test_support.hpp"
 #include "value_task_source_support.hpp"
 
+namespace value_task_source_test_cpp {
+
 namespace {
 
 using tpl_test::reusable_source;
@@ -310,3 +312,5 @@ TEST(value_task_source, completion_racing_the_await_across_threads_delivers_ever
     EXPECT_EQ(consumer.get(), static_cast<long>(ops) * (ops - 1) / 2) << "asynchronously=" << asynchronously;
   }
 }
+
+}  // namespace value_task_source_test_cpp

@@ -9,6 +9,8 @@
 
 #include "test_support.hpp"
 
+namespace value_task_test_cpp {
+
 namespace {
 
 using tpl_test::holds;
@@ -380,3 +382,5 @@ TEST(value_task, result_with_a_throwing_move_stays_in_the_frame) {
   }
   EXPECT_TRUE(*destroyed);
 }
+
+}  // namespace value_task_test_cpp

@@ -13,6 +13,8 @@
 
 #include "test_support.hpp"
 
+namespace wait_all_test_cpp {
+
 using namespace std::chrono_literals;
 
 namespace {
@@ -188,3 +190,5 @@ TEST(wait_any, repeated_timed_out_waits_do_not_pile_up_on_a_task) {
   never.set_result(1);
   EXPECT_EQ(tpl::wait_any(tasks), 0);
 }
+
+}  // namespace wait_all_test_cpp

@@ -15,6 +15,8 @@
 
 #include "test_support.hpp"
 
+namespace wait_async_test_cpp {
+
 namespace {
 
 using tpl_test::exception_of_await;
@@ -392,3 +394,5 @@ TEST(wait_async, completion_timeout_and_cancel_racing_decide_each_wait_exactly_o
 }
 
 }  // namespace
+
+}  // namespace wait_async_test_cpp

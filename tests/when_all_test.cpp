@@ -14,6 +14,8 @@
 
 #include "test_support.hpp"
 
+namespace when_all_test_cpp {
+
 namespace {
 
 using tpl_test::exception_of_await;
@@ -373,3 +375,5 @@ TEST(when_all, when_all_of_a_faulted_when_all_keeps_every_exception_flat) {
   EXPECT_EQ(test_error_id(inner[1]), 2);
   EXPECT_EQ(test_error_id(inner[2]), 3);
 }
+
+}  // namespace when_all_test_cpp

@@ -11,6 +11,8 @@
 
 #include "test_support.hpp"
 
+namespace when_any_test_cpp {
+
 namespace {
 
 using tpl_test::ref_count;
@@ -240,3 +242,5 @@ TEST(when_any, completion_racing_registration_from_another_thread_picks_exactly_
     b.set_result(2);
   }
 }
+
+}  // namespace when_any_test_cpp

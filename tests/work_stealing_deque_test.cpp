@@ -15,6 +15,8 @@
 #include "../src/thread_pool/work_stealing_deque.hpp"
 #include "tpl/detail/config.hpp"
 
+namespace work_stealing_deque_test_cpp {
+
 namespace {
 
 #if defined(TPL_ASAN) || defined(TPL_TSAN)
@@ -90,3 +92,5 @@ TEST(work_stealing_deque, push_many_grows_the_buffer_and_keeps_the_order) {
   EXPECT_EQ(dq.pop(), nullptr);
   EXPECT_EQ(dq.steal(), nullptr);
 }
+
+}  // namespace work_stealing_deque_test_cpp

@@ -13,6 +13,8 @@
 
 #include "net_test_support.hpp"
 
+namespace net_datagram_test_cpp {
+
 namespace {
 
 using net_test::failure_of;
@@ -156,3 +158,5 @@ TEST(net_datagram, a_dropped_receive_takes_one_datagram_and_the_next_receives_wo
   { auto dropped = p.server.receive_from_async(dropped_buffers[rounds]); }
   p.server.close();  // ends the dropped receive still waiting: nothing hangs, nothing leaks
 }
+
+}  // namespace net_datagram_test_cpp

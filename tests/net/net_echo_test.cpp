@@ -17,6 +17,8 @@
 
 #include "net_test_support.hpp"
 
+namespace net_echo_test_cpp {
+
 namespace {
 
 using namespace std::string_literals;
@@ -285,3 +287,5 @@ TEST(net_stats, round_trips_that_wait_are_counted_as_engine_events) {
 }
 
 }  // namespace
+
+}  // namespace net_echo_test_cpp

@@ -21,6 +21,8 @@
 #include "../../src/net/socket_engine.hpp"
 #include "net_test_support.hpp"
 
+namespace net_engine_test_cpp {
+
 namespace {
 
 using namespace std::string_literals;
@@ -260,3 +262,5 @@ TEST(net_engine, sockets_attached_and_detached_in_quick_succession_are_all_relea
 }
 
 }  // namespace
+
+}  // namespace net_engine_test_cpp

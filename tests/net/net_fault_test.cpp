@@ -7,6 +7,8 @@
 
 #include "net_test_support.hpp"
 
+namespace net_fault_test_cpp {
+
 namespace {
 
 using namespace std::string_literals;
@@ -300,3 +302,5 @@ TEST(net_fault, operations_after_close_fail_without_closing_a_reused_descriptor_
 }
 
 }  // namespace
+
+}  // namespace net_fault_test_cpp

@@ -29,6 +29,8 @@
 
 #include "../model_check.hpp"
 
+namespace net_model_batch_test_cpp {
+
 namespace {
 
 enum class variant : std::uint8_t { real, always_helper, clear_after_pop, no_helper };
@@ -220,3 +222,5 @@ TEST(net_model_batch, no_helper_strands_the_rest_of_a_batch_behind_a_blocked_han
 }
 
 }  // namespace
+
+}  // namespace net_model_batch_test_cpp

@@ -48,6 +48,8 @@
 
 #include "../model_check.hpp"
 
+namespace net_model_poll_duty_test_cpp {
+
 namespace {
 
 enum class variant : std::uint8_t { real, untracked_block, untracked_block_watchdog, no_wake, hold_across_handler, lend_after_request, end_after_relend,
@@ -398,3 +400,5 @@ TEST(net_model_poll_duty, holding_the_duty_across_a_handler_strands_edges_when_i
 }
 
 }  // namespace
+
+}  // namespace net_model_poll_duty_test_cpp

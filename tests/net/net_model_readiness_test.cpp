@@ -44,6 +44,8 @@
 
 #include "../model_check.hpp"
 
+namespace net_model_readiness_test_cpp {
+
 namespace {
 
 enum class variant : std::uint8_t {
@@ -356,3 +358,5 @@ TEST(net_model_readiness, registering_without_looking_at_closed_hangs_after_clos
 }
 
 }  // namespace
+
+}  // namespace net_model_readiness_test_cpp

@@ -34,6 +34,8 @@
 
 #include "../model_check.hpp"
 
+namespace net_model_uring_source_test_cpp {
+
 namespace {
 
 enum class variant : std::uint8_t {
@@ -318,3 +320,5 @@ TEST(net_model_uring_source, known_bad_variants_are_caught) {
 }
 
 }  // namespace
+
+}  // namespace net_model_uring_source_test_cpp

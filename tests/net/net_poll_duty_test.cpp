@@ -22,6 +22,8 @@
 
 #include "net_test_support.hpp"
 
+namespace net_poll_duty_test_cpp {
+
 namespace {
 
 using namespace std::string_literals;
@@ -129,3 +131,5 @@ TEST(net_poll_duty, one_at_a_time_round_trips_are_all_answered_and_counted) {
 }
 
 }  // namespace
+
+}  // namespace net_poll_duty_test_cpp

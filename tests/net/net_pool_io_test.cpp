@@ -19,6 +19,8 @@
 
 #include "net_test_support.hpp"
 
+namespace net_pool_io_test_cpp {
+
 namespace {
 
 using namespace std::string_literals;
@@ -242,3 +244,5 @@ TEST(net_sync_over_async, a_handler_blocked_on_a_later_request_of_another_connec
 }
 
 }  // namespace
+
+}  // namespace net_pool_io_test_cpp

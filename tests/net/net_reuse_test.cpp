@@ -15,6 +15,8 @@
 #include "net_test_support.hpp"
 
 
+namespace net_reuse_test_cpp {
+
 namespace {
 
 using namespace std::string_literals;
@@ -228,3 +230,5 @@ TEST(net_reuse, a_dropped_receive_completed_by_data_gives_its_operation_back) {
     ASSERT_EQ(buf, message(2 * i + 1)) << "round " << i;
   }
 }
+
+}  // namespace net_reuse_test_cpp

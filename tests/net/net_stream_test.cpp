@@ -5,6 +5,8 @@
 
 #include "net_test_support.hpp"
 
+namespace net_stream_test_cpp {
+
 namespace {
 
 using namespace std::string_literals;
@@ -169,3 +171,5 @@ TEST(net_stream, writes_wait_in_the_buffer_until_flush) {
 }
 
 }  // namespace
+
+}  // namespace net_stream_test_cpp

@@ -11,6 +11,8 @@
 
 #include "../net_test_support.hpp"
 
+namespace net_emfile_test_cpp {
+
 namespace {
 
 using namespace std::string_literals;
@@ -72,3 +74,5 @@ TEST(net_emfile, accept_backs_off_out_of_descriptors_and_keeps_serving) {
 }
 
 }  // namespace
+
+}  // namespace net_emfile_test_cpp
