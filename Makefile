@@ -1,7 +1,9 @@
 # tpl -- developer / CI entry points (GNU make).
 #
 #   make deps                 install missing Debian packages (apt-get)
-#   make test                 release, debug-asan, tsan, fuzz, libcxx: configure + build + ctest
+#   make test                 release, debug-asan, tsan, fuzz: configure + build + ctest
+#                             (tsan is clang 16 over libc++, so the suite runs against both
+#                             standard libraries; make test-libcxx runs it over libc++ unsanitized)
 #                             (ctest runs JOBS tests at a time; the bench harness self-test,
 #                             which times things, runs alone: RUN_SERIAL)
 #                             (release and debug-asan include a short tpl_soak run; fuzz builds
@@ -30,15 +32,17 @@ SHELL := /bin/bash
 MAKEFLAGS += --no-print-directory
 
 JOBS         ?= 2
-TEST_PRESETS := release debug-asan tsan fuzz libcxx
-EXTRA_PRESETS :=
+TEST_PRESETS := release debug-asan tsan fuzz
+EXTRA_PRESETS := libcxx
 BENCH_PRESET ?= release
 QUICK        ?=
 FILTER       ?=
 
 # Debian packages. libbenchmark-dev is needed by `test` too because the
 # release preset also builds the benchmarks.
-TEST_PKGS  := cmake ninja-build g++ clang-16 libclang-rt-16-dev libgtest-dev googletest libc++-16-dev libc++abi-16-dev \
+# llvm-16 brings llvm-symbolizer, which TSan needs to name functions in a report and to apply its
+# suppressions (tests/main/tsan_suppressions.cpp).
+TEST_PKGS  := cmake ninja-build g++ clang-16 libclang-rt-16-dev llvm-16 libgtest-dev googletest libc++-16-dev libc++abi-16-dev \
               python3 libbenchmark-dev pkgconf liburing-dev
 # The bench peers' toolchains from Debian (Go, cargo and the JDKs come with the machine or not;
 # .NET Core comes from PyPI into build/peers/venv). A missing one only skips that peer.

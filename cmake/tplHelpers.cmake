@@ -61,10 +61,18 @@ endfunction()
 # tpl_configure_test_target(<target>)
 # tpl_configure_target() + TPL_TEST_LIGHT=1 when a sanitizer is enabled, so the
 # tests can run lighter stress loops under ASan/TSan.
+# Under TSan each test program also gets tests/main/tsan_suppressions.cpp (TSan's built-in
+# suppressions: what libc++ synchronises inside its uninstrumented shared library).
 function(tpl_configure_test_target target)
   tpl_configure_target(${target})
   if(NOT TPL_SANITIZER STREQUAL "")
     target_compile_definitions(${target} PRIVATE TPL_TEST_LIGHT=1)
+  endif()
+  get_target_property(_type ${target} TYPE)
+  if(TPL_SANITIZER STREQUAL "thread" AND _type STREQUAL "EXECUTABLE")
+    set(_supp "${PROJECT_SOURCE_DIR}/tests/main/tsan_suppressions.cpp")
+    target_sources(${target} PRIVATE "${_supp}")
+    set_source_files_properties("${_supp}" TARGET_DIRECTORY ${target} PROPERTIES SKIP_UNITY_BUILD_INCLUSION ON SKIP_PRECOMPILE_HEADERS ON)
   endif()
 endfunction()
 

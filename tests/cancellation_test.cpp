@@ -4,7 +4,6 @@
 
 #include <array>
 #include <atomic>
-#include <barrier>
 #include <optional>
 #include <span>
 #include <stdexcept>
@@ -576,7 +575,7 @@ TEST(cancellation, concurrent_cancel_register_and_reset_run_each_callback_at_mos
     std::atomic<int> late_registration_not_synchronous{0};
   } bad;
 
-  std::barrier sync(kWorkers + 1);
+  tpl_test::barrier sync(kWorkers + 1);
   tpl::cancellation_token_source source;
   tpl::cancellation_token token;
   std::atomic<int> registered{0};  // this round's register_callback calls that returned
@@ -857,7 +856,7 @@ TEST(cancellation, destroyed_linked_sources_leave_no_registration_on_their_paren
 
 TEST(cancellation, destroying_a_linked_source_while_its_parent_is_canceled_is_safe) {
   const int rounds = tpl_test::scaled(1000, 100);
-  std::barrier sync(2);
+  tpl_test::barrier sync(2);
   std::optional<tpl::cancellation_token_source> parent;
   std::atomic<int> ran_twice{0};
   std::thread canceler([&] {
@@ -957,7 +956,7 @@ TEST(cancellation, dropping_the_when_cancelled_task_before_cancel_removes_its_re
 
 TEST(cancellation, dropping_the_when_cancelled_task_while_cancel_runs_is_safe) {
   const int rounds = tpl_test::scaled(2000, 200);
-  std::barrier sync(2);
+  tpl_test::barrier sync(2);
   std::optional<tpl::cancellation_token_source> source;
   std::thread canceler([&] {
     for (int r = 0; r < rounds; ++r) {

@@ -3,7 +3,6 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
-#include <barrier>
 #include <chrono>
 #include <initializer_list>
 #include <latch>
@@ -427,8 +426,8 @@ TEST(task_completion_source, completion_racing_registration_from_several_threads
   tpl::task_completion_source<int> tcs;  // replaced each round, before the start barrier
   int expected = 0;
   std::vector<std::vector<tpl::task<>>> outstanding(kRegistrars);
-  std::barrier start(kRegistrars + 2);  // registrars, completer, main
-  std::barrier finish(kRegistrars + 2);
+  tpl_test::barrier start(kRegistrars + 2);  // registrars, completer, main
+  tpl_test::barrier finish(kRegistrars + 2);
 
   std::vector<std::thread> threads;
   for (int r = 0; r < kRegistrars; ++r) {
@@ -517,8 +516,8 @@ TEST(task_completion_source, concurrent_try_set_calls_elect_exactly_one_complete
   constexpr int kThreads = 4;
   std::atomic<int> winners{0};
   tpl::task_completion_source<int> tcs;
-  std::barrier start(kThreads + 1);
-  std::barrier finish(kThreads + 1);
+  tpl_test::barrier start(kThreads + 1);
+  tpl_test::barrier finish(kThreads + 1);
   std::vector<std::thread> threads;
   for (int i = 0; i < kThreads; ++i) {
     threads.emplace_back([&, i] {

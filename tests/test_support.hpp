@@ -277,4 +277,38 @@ class dedicated_thread_scheduler final : public tpl::scheduler {
   std::thread thread_;  // last: starts after the other members exist
 };
 
+/// A reusable barrier for `parties` threads (std::barrier's arrive_and_wait), made of a mutex and
+/// a condition variable. libc++ completes a std::barrier phase inside its shared library, which
+/// ThreadSanitizer does not instrument, so a TSan build over libc++ (the tsan preset) would not see
+/// the phase order and would report the writes before a phase as racing with the reads after it.
+/// The mutex orders them in every configuration: each thread's writes before its arrival happen
+/// before every thread's return from the same phase.
+class barrier {
+ public:
+  explicit barrier(int parties) : parties_(parties) {
+    if (parties <= 0) throw std::invalid_argument("tpl_test::barrier: parties must be positive");
+  }
+  barrier(const barrier&) = delete;
+  barrier& operator=(const barrier&) = delete;
+
+  void arrive_and_wait() {
+    std::unique_lock lock(mutex_);
+    const std::uint64_t phase = phase_;
+    if (++arrived_ == parties_) {
+      arrived_ = 0;
+      ++phase_;
+      cv_.notify_all();
+      return;
+    }
+    cv_.wait(lock, [&] { return phase_ != phase; });
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  const int parties_;
+  int arrived_ = 0;
+  std::uint64_t phase_ = 0;
+};
+
 }  // namespace tpl_test

@@ -7,7 +7,6 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
-#include <barrier>
 #include <chrono>
 #include <latch>
 #include <memory>
@@ -774,7 +773,7 @@ TEST(timer, disposing_timers_whose_callbacks_are_queued_on_every_pool_thread_doe
       [] {
         auto& pool = tpl::thread_pool::default_pool();
         const unsigned n = pool.thread_count();
-        std::barrier all_busy(static_cast<std::ptrdiff_t>(n));
+        tpl_test::barrier all_busy(static_cast<int>(n));
         // Once one thread has disposed (and, not blocking, gone on to run queued work), the queue
         // may never hold n callbacks again: the others then go ahead and dispose too.
         std::atomic<bool> one_disposed{false};
