@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <list>
 #include <memory>
+#include <mutex>
 #include <ranges>
 #include <set>
 #include <sstream>
@@ -560,6 +561,40 @@ TEST(parallel_for_each_async, cancellation_reaches_bodies_in_flight_and_ends_can
   EXPECT_THROW(t.wait(), tpl::aggregate_exception);
   EXPECT_TRUE(t.is_canceled());
   EXPECT_EQ(canceled_bodies.load(), 3);  // the three in flight; no other body started
+}
+
+TEST(parallel_for_each_async, an_item_taken_from_the_range_runs_its_body_even_when_the_loop_is_canceled_meanwhile) {
+  // .NET's ForEachAsync passes every element it took from the enumerator to the body (with the
+  // loop's token, canceled or not): an item read from an input range is consumed, and dropping it
+  // would lose it. Here the range's own dereference of item 3 cancels the loop, between the claim
+  // and the body: the body of 3 still runs, and nothing after it.
+  for (int degree_ : {1, 2, 3}) {
+    tpl::cancellation_token_source cts;
+    tpl::parallel_options o;
+    o.token = cts.token();
+    o.max_degree_of_parallelism = degree_;
+    std::list<int> numbers;
+    for (int i = 0; i < 100; ++i) numbers.push_back(i);
+    // A bidirectional range: for_each_async takes its items one at a time through the iterator.
+    auto items = numbers | std::views::transform([&](int i) {
+                   if (i == 3) cts.cancel();
+                   return i;
+                 });
+    std::vector<int> seen;
+    std::mutex m;
+    auto t = tpl::parallel::for_each_async(items, [&](int i, const tpl::cancellation_token& token) -> tpl::task<> {
+      std::lock_guard g(m);
+      seen.push_back(i);
+      if (i == 3) {
+        EXPECT_TRUE(token.is_cancellation_requested());
+      }
+      co_return;
+    }, o);
+    EXPECT_THROW(t.wait(), tpl::aggregate_exception);
+    EXPECT_TRUE(t.is_canceled());
+    std::sort(seen.begin(), seen.end());
+    EXPECT_EQ(seen, (std::vector<int>{0, 1, 2, 3})) << "degree " << degree_;
+  }
 }
 
 TEST(parallel_for_each, every_body_exception_is_collected_with_one_worker_stopping_at_the_first) {

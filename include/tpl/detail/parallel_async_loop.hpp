@@ -2,10 +2,13 @@
 // for_each_async (internal): the shared loop state, the item sources, and the workers that claim
 // items and await the bodies.
 //
-// Invariants: at most `degree` workers run bodies at once; every claimed item's body runs exactly
-// once (a source hands each index or item to one claim); the loop's task completes once, after
-// the last worker has finished, with every body's exception (operation_canceled excepted when it
-// comes from the loop's own cancellation).
+// Invariants: at most `degree` workers run bodies at once; a source hands each index or item to
+// one claim, and the first item of every claim gets its body run, canceled or not (.NET's
+// ForEachAsync runs the body of every element it took from the enumerator, with the loop's token:
+// an item taken from an input range is consumed and must not be dropped); the later indices of a
+// batched claim run until the loop is canceled; the loop's task completes once, after the last
+// worker has finished, with every body's exception (operation_canceled excepted when it comes
+// from the loop's own cancellation).
 #pragma once
 
 #include <algorithm>
@@ -152,7 +155,9 @@ loop_worker async_worker(std::shared_ptr<Loop> s) {
     if (claim.empty()) break;
     bool all_synchronous = true;
     for (auto it = claim.begin(); it != claim.end(); ++it) {
-      if (s->canceled()) break;
+      // The claim's first item was taken (the loop checked cancellation before claiming); the
+      // rest of a batch of indices is skipped once the loop is canceled.
+      if (it != claim.begin() && s->canceled()) break;
       try {
         using item_t = decltype(claim.item(it));
         body_awaitable<body_result_t<Loop, item_t>> awaitable(*s, claim.item(it));
