@@ -15,6 +15,7 @@
 #include "tpl/detail/futex.hpp"
 #include "tpl/detail/short_lock.hpp"
 #include "tpl/detail/trampoline.hpp"
+#include "tpl/detail/waiter_firing.hpp"
 #include "tpl/task_completion_source.hpp"
 #include "tpl/testing/wait_queues.hpp"
 #include "tpl/time_provider.hpp"
@@ -224,7 +225,7 @@ struct cancel_wait_state final : detail::task_state<void>, detail::pooled_alloca
   }
   void on_canceled() noexcept {
     set_value();
-    complete_and_fire();
+    complete_and_fire(*this);
   }
 };
 

@@ -8,6 +8,7 @@
 
 #include "tpl/detail/detached.hpp"
 #include "tpl/detail/futex.hpp"
+#include "tpl/detail/waiter_firing.hpp"
 #include "tpl/thread_pool.hpp"
 #include "tpl/task.hpp"
 #include "tpl/task_completion_source.hpp"
@@ -231,11 +232,11 @@ struct to_pool {
 
 detached fire_from_pool(waiter* list, bool force_async) {
   co_await to_pool{};
-  task_state_base::fire_waiters(list, force_async);
+  fire_waiters(list, force_async);
 }
 }  // namespace
 
-void task_state_base::fire_waiters_later(waiter* list, bool force_async) noexcept {
+void fire_waiters_later(waiter* list, bool force_async) noexcept {
   try {
     fire_from_pool(list, force_async);
   } catch (const std::bad_alloc&) {

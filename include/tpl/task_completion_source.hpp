@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "tpl/task.hpp"
+#include "tpl/detail/waiter_firing.hpp"
 
 namespace tpl {
 
@@ -84,7 +85,7 @@ class task_completion_source {
     } catch (...) {
       s_->set_error(std::current_exception(), false);
     }
-    s_->complete_and_fire();
+    detail::complete_and_fire(*s_);
     return true;
   }
   template <class... A>
@@ -107,7 +108,7 @@ class task_completion_source {
       if (!e) throw std::invalid_argument("try_set_exception: null exception_ptr");
     if (!reserve()) return false;
     s_->set_errors(std::move(errors));
-    s_->complete_and_fire();
+    detail::complete_and_fire(*s_);
     return true;
   }
   void set_exception(std::exception_ptr e) {
@@ -133,7 +134,7 @@ class task_completion_source {
   bool try_set_canceled() {
     if (!reserve()) return false;
     s_->set_canceled();
-    s_->complete_and_fire();
+    detail::complete_and_fire(*s_);
     return true;
   }
   void set_canceled() {
@@ -161,7 +162,7 @@ class task_completion_source {
   bool try_complete_with_error(std::exception_ptr e, bool canceled) {
     if (!reserve()) return false;
     s_->set_error(std::move(e), canceled);
-    s_->complete_and_fire();
+    detail::complete_and_fire(*s_);
     return true;
   }
 

@@ -209,7 +209,7 @@ class [[nodiscard]] value_task {
       // A spawned coroutine still queued on this worker runs here first, as task<T>'s await does.
       if (detail::took_back_to_completion(*vt->state_)) return false;
       // Set before the awaiter registers, as every field of a waiter.
-      action = reinterpret_cast<std::uintptr_t>(h.address()) | kContinuation;
+      action = continuation_word(h);
       return vt->state_->add_waiter(this);
     }
     T await_resume() { return vt->take(); }

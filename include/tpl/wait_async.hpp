@@ -24,6 +24,7 @@
 
 #include "tpl/cancellation.hpp"
 #include "tpl/detail/wait_guards.hpp"
+#include "tpl/detail/waiter_firing.hpp"
 #include "tpl/task.hpp"
 #include "tpl/time_provider.hpp"
 
@@ -128,7 +129,7 @@ struct wait_async_state final : task_state<T>, pooled_allocation, waiter {
         this->set_error(std::make_exception_ptr(operation_canceled()), true);
         break;
     }
-    this->complete_and_fire();
+    complete_and_fire(*this);
     this->release();  // the pending operation's reference
   }
 };

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "tpl/task.hpp"
+#include "tpl/detail/waiter_firing.hpp"
 
 namespace tpl {
 
@@ -104,7 +105,7 @@ struct when_all_base : task_state<R>, pooled_allocation {
     }
     waiter* list = this->publish_completion();
     this->release();
-    task_state_base::fire_waiters(list, !may_run_inline);
+    fire_waiters(list, !may_run_inline);
   }
 };
 

@@ -80,7 +80,7 @@ struct when_any_base : task_state<task<T>>, pooled_allocation {
     winner = i;
     this->add_ref();  // keep alive through firing even if the handle is dropped inside
     waiter* list = this->publish_completion();
-    task_state_base::fire_waiters(list, !may_run_inline);
+    fire_waiters(list, !may_run_inline);
     pass_cleanup_gate();
     this->release();
   }

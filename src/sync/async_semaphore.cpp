@@ -10,6 +10,7 @@
 
 #include "tpl/detail/futex.hpp"
 #include "tpl/detail/wait_guards.hpp"
+#include "tpl/detail/waiter_firing.hpp"
 #include "tpl/thread_pool.hpp"
 
 namespace tpl {
@@ -111,7 +112,7 @@ struct async_semaphore_waiter final : detail::task_state<R>, detail::pooled_allo
                         false);
         break;
     }
-    this->complete_and_fire();
+    detail::complete_and_fire(*this);
     this->release();  // the pending operation's reference
   }
 };

@@ -9,6 +9,7 @@
 
 #include "tpl/detail/futex.hpp"
 #include "tpl/detail/wait_guards.hpp"
+#include "tpl/detail/waiter_firing.hpp"
 #include "tpl/exceptions.hpp"
 #include "tpl/thread_pool.hpp"
 #include "tpl/time_provider.hpp"
@@ -100,7 +101,7 @@ struct async_sync_waiter final : task_state<R>, pooled_allocation, sync_waiter {
                           "tpl: synchronization primitive destroyed while an asynchronous wait was queued")),
                       false);
     }
-    this->complete_and_fire();
+    complete_and_fire(*this);
     this->release();  // the pending operation's reference
   }
 };

@@ -24,6 +24,7 @@
 
 #include "tpl/detail/short_lock.hpp"
 #include "tpl/detail/wait_guards.hpp"
+#include "tpl/detail/waiter_firing.hpp"
 #include "tpl/exceptions.hpp"
 
 namespace tpl {
@@ -54,7 +55,7 @@ void finish(periodic_wait* w, tick_outcome outcome) noexcept {
     w->set_canceled();
   else
     w->set_value(outcome == tick_outcome::tick);
-  w->complete_and_fire();
+  complete_and_fire(*w);
   w->release();  // the pending operation's reference
 }
 

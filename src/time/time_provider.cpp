@@ -17,6 +17,7 @@
 #include "tpl/detail/detached.hpp"
 #include "tpl/detail/trampoline.hpp"
 #include "tpl/detail/wait_guards.hpp"
+#include "tpl/detail/waiter_firing.hpp"
 #include "tpl/run.hpp"
 #include "tpl/thread_pool.hpp"
 
@@ -335,7 +336,7 @@ struct delay_state final : detail::task_state<void>, detail::pooled_allocation {
       set_canceled();
     else
       set_value();
-    complete_and_fire();
+    detail::complete_and_fire(*this);
     release();  // the pending operation's reference
   }
 };

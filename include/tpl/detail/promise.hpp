@@ -22,6 +22,7 @@
 #include "tpl/detail/start_guard.hpp"
 #include "tpl/detail/task_awaiter.hpp"
 #include "tpl/detail/task_state.hpp"
+#include "tpl/detail/waiter_firing.hpp"
 #include "tpl/detail/trampoline.hpp"
 
 namespace tpl::detail {
@@ -75,7 +76,7 @@ TPL_NOINLINE void finish_suspended_coroutine(Promise& p) noexcept {
   const bool force_async = p.continuations_forced_async();
   waiter* list = s.publish_completion();
   s.release_running();
-  task_state_base::fire_waiters(list, force_async);
+  fire_waiters(list, force_async);
 }
 
 /// Publishes a finished coroutine's completion, drops the coroutine's own reference and fires
@@ -215,7 +216,6 @@ class promise_base : public task_state<T> {
     }
   }
   bool suspended_once() const noexcept { return this->suspended_once_; }
-  bool continuations_forced_async() const noexcept { return this->run_continuations_asynchronously_; }
 
   static void* operator new(std::size_t n) { return frame_alloc(n); }
   static void operator delete(void* p, std::size_t n) noexcept { frame_free(p, n); }

@@ -20,6 +20,7 @@
 #include "tpl/detail/config.hpp"
 #include "tpl/detail/task_state.hpp"
 #include "tpl/detail/trampoline.hpp"
+#include "tpl/detail/waiter_firing.hpp"
 
 namespace tpl::detail {
 
@@ -45,8 +46,8 @@ inline bool took_back_to_completion(task_state_base& s) noexcept {
 /// coroutine (flowing_task_awaiter, below), the awaiting promise's address tagged
 /// waiter::kPromise, since the promise is what the suspension bookkeeping needs. Both carry
 /// waiter::kContinuation. The default form (neither ForceYield nor AlwaysInline) keeps it in the
-/// waiter's action word, which completion resumes directly (task_state_base::fire): 24 bytes in
-/// every awaiting coroutine's frame. The other two keep it in a word of their own and register a
+/// waiter's action word, which completion resumes directly (fire_waiter, waiter_firing.hpp): 24
+/// bytes in every awaiting coroutine's frame. The other two keep it in a word of their own and register a
 /// callback that applies their rule: 32 bytes.
 template <class T, bool Owning, bool Suppress, bool ForceYield = false, bool AlwaysInline = false>
 class task_awaiter : private waiter {
@@ -79,7 +80,7 @@ class task_awaiter : private waiter {
       // A spawned task still queued on this worker runs here first (.NET's task inlining).
       if (took_back_to_completion(*state_)) return false;
     }
-    set_resume_word(reinterpret_cast<std::uintptr_t>(h.address()) | kContinuation);
+    set_resume_word(continuation_word(h));
     return register_waiter();
   }
 
@@ -100,7 +101,7 @@ class task_awaiter : private waiter {
   /// flow suspend() already ran.
   bool suspend_flowing(task_state_base& self) noexcept {
     // Set first: await_resume gives the context back whether or not the await suspends.
-    set_resume_word(reinterpret_cast<std::uintptr_t>(&self) | kContinuation | kPromise);
+    set_resume_word(promise_continuation_word(self));
     if constexpr (!ForceYield) {
       if (took_back_to_completion(*state_)) return false;
     }
@@ -139,7 +140,7 @@ class task_awaiter : private waiter {
     return false;
   }
 
-  std::coroutine_handle<> continuation() const noexcept { return task_state_base::continuation_of(resume_word()); }
+  std::coroutine_handle<> continuation() const noexcept { return continuation_of(resume_word()); }
 
   /// The callback of the ForceYield and AlwaysInline forms.
   static void fire(waiter* w, fire_mode mode) noexcept {

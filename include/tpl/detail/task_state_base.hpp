@@ -29,7 +29,6 @@
 #include "tpl/detail/flow.hpp"
 #include "tpl/detail/frame_pool.hpp"
 #include "tpl/detail/task_waiter.hpp"
-#include "tpl/detail/trampoline.hpp"
 #include "tpl/exceptions.hpp"
 
 namespace tpl::detail {
@@ -174,60 +173,6 @@ class task_state_base {
     return fifo;
   }
 
-  /// Tells each waiter. The first may continue inline unless force_async. Completions nest
-  /// (a when_all completing completes its own waiters, and so on), so this shares the
-  /// trampoline's depth guard: past the limit the whole list is handed to the pool and fired
-  /// from a fresh stack.
-  static void fire_waiters(waiter* list, bool force_async) noexcept {
-    if (list == nullptr) return;
-    trampoline_state& t = trampoline_tls();
-    if (TPL_UNLIKELY(t.depth >= kMaxInlineResumeDepth)) {
-      fire_waiters_later(list, force_async);
-      return;
-    }
-    ++t.depth;
-    fire_mode mode = force_async ? fire_mode::async_only : fire_mode::first_inline;
-    while (list != nullptr) {
-      waiter* next = list->next;  // list may be freed by its own callback
-      fire(list, mode);
-      if (mode == fire_mode::first_inline) mode = fire_mode::later;
-      list = next;
-    }
-    --t.depth;
-  }
-
-  /// Fires one waiter: resumes its continuation (inline if it is the first, otherwise through the
-  /// pool) or calls its callback. The waiter may be gone once this returns.
-  static void fire(waiter* w, fire_mode mode) noexcept {
-    const std::uintptr_t a = w->action;
-    if (TPL_LIKELY((a & waiter::kContinuation) != 0)) {
-      if (mode == fire_mode::first_inline)
-        resume_inline(continuation_of(a));
-      else
-        dispatch_wakeup(continuation_of(a));
-    } else {
-      reinterpret_cast<const waiter_callback*>(a)->fn(w, mode);
-    }
-  }
-
-  /// The coroutine a continuation word names (waiter::kContinuation): a frame address, or, with
-  /// waiter::kPromise, the frame of that tpl promise.
-  static std::coroutine_handle<> continuation_of(std::uintptr_t word) noexcept {
-    const std::uintptr_t target = word & ~waiter::kTagBits;
-    return std::coroutine_handle<>::from_address((word & waiter::kPromise) != 0
-                                                     ? reinterpret_cast<task_state_base*>(target)->frame_address()
-                                                     : reinterpret_cast<void*>(target));
-  }
-
-  /// Queues the firing of list to the pool (deep-stack fallback of fire_waiters).
-  static void fire_waiters_later(waiter* list, bool force_async) noexcept;
-
-  /// Publishes completion and runs the continuations (for states that are not coroutine frames).
-  void complete_and_fire() noexcept {
-    waiter* list = publish_completion();
-    fire_waiters(list, run_continuations_asynchronously_);
-  }
-
   /// Completes a task that was never visible to another thread: no waiters can exist, so a store
   /// does what publish_completion() does.
   void publish_completion_unshared() noexcept {
@@ -355,6 +300,9 @@ class task_state_base {
   }
 
   void set_run_continuations_asynchronously(bool v) noexcept { run_continuations_asynchronously_ = v; }
+  /// True when every waiter must be resumed through the scheduler, never inline (.NET's
+  /// TaskCreationOptions.RunContinuationsAsynchronously).
+  bool continuations_forced_async() const noexcept { return run_continuations_asynchronously_; }
 
   /// The coroutine frame this state lives in (what a scheduler queues to resume it), or nullptr.
   void* frame_address() const noexcept {

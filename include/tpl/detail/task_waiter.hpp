@@ -26,6 +26,7 @@
 //   if (!state.add_waiter(&w)) { /* already completed: do not wait */ }
 #pragma once
 
+#include <coroutine>
 #include <cstdint>
 
 namespace tpl {
@@ -50,6 +51,7 @@ enum class fire_mode : std::uint8_t {
 };
 
 struct waiter;
+class task_state_base;
 
 /// What a waiter that is not a plain continuation does when it is fired. A waiter stores the
 /// address of one of these (a static object per function, waiter_callback_for), so that the
@@ -86,6 +88,17 @@ struct waiter {
   /// Fired through cb (called exactly once after completion, unless remove_waiter() took the
   /// waiter out first; at most one waiter per completion gets fire_mode::first_inline).
   void set_callback(const waiter_callback& cb) noexcept { action = reinterpret_cast<std::uintptr_t>(&cb); }
+
+  /// The action that resumes h: its frame address tagged kContinuation (continuation_of in
+  /// waiter_firing.hpp decodes it).
+  static std::uintptr_t continuation_word(std::coroutine_handle<> h) noexcept {
+    return reinterpret_cast<std::uintptr_t>(h.address()) | kContinuation;
+  }
+  /// The action that resumes the coroutine whose tpl promise is `promise`: the promise's address
+  /// tagged kContinuation | kPromise, for an awaiter that keeps the promise rather than the frame.
+  static std::uintptr_t promise_continuation_word(const task_state_base& promise) noexcept {
+    return reinterpret_cast<std::uintptr_t>(&promise) | kContinuation | kPromise;
+  }
 
   waiter* next;
   /// The address of a waiter_callback (the two low bits clear), or a continuation (kContinuation).
