@@ -144,9 +144,9 @@ loop_worker async_worker(std::shared_ptr<Loop> s) {
   while (!failed && !s->canceled()) {
     // Claiming runs user code for an input range (begin, ++, *, the item's copy): what it throws
     // fails the loop like a body's exception (.NET records MoveNext's exception the same way).
-    std::optional<decltype(s->source_items.claim(batch))> claimed;
+    std::optional<decltype(s->source_items.claim(batch, s->token))> claimed;
     try {
-      claimed.emplace(s->source_items.claim(batch));
+      claimed.emplace(s->source_items.claim(batch, s->token));
     } catch (...) {
       s->fail(std::current_exception());
       break;
@@ -208,7 +208,7 @@ struct index_source : counted_claims {
     std::uint64_t end() const noexcept { return e; }
     I item(std::uint64_t k) const noexcept { return static_cast<I>(static_cast<std::uint64_t>(src->from) + k); }
   };
-  claim_t claim(std::uint64_t n) {
+  claim_t claim(std::uint64_t n, const cancellation_token&) {
     const auto [b, e] = claim_positions(n);
     return {this, b, e};
   }
@@ -232,7 +232,7 @@ struct random_access_source : counted_claims {
       return std::ranges::begin(src->range)[static_cast<std::ranges::range_difference_t<std::remove_reference_t<Holder>>>(k)];
     }
   };
-  claim_t claim(std::uint64_t n) {
+  claim_t claim(std::uint64_t n, const cancellation_token&) {
     const auto [b, e] = claim_positions(n);
     return {this, b, e};
   }
@@ -270,10 +270,13 @@ struct iterator_source {
         return static_cast<stored&>(*value);
     }
   };
-  claim_t claim(std::uint64_t) {
+  /// Nothing once `token` is canceled: checked under the lock, as .NET's ForEachAsync checks its
+  /// cancellation under its lock before MoveNext, so the items claimed are exactly those the
+  /// range produced before the cancellation (a dereference that cancels still hands its item).
+  claim_t claim(std::uint64_t, const cancellation_token& token) {
     claim_t c;
     std::lock_guard g(lock);
-    if (broken) return c;
+    if (broken || token.is_cancellation_requested()) return c;
     // The iterator steps past a claimed item only when the next item is claimed, so an exception
     // from ++ (the range failing to produce the next item) never loses the item already taken.
     try {
