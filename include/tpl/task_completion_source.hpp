@@ -21,8 +21,8 @@
 #include <utility>
 #include <vector>
 
-#include "tpl/task.hpp"
 #include "tpl/detail/waiter_firing.hpp"
+#include "tpl/task.hpp"
 
 namespace tpl {
 

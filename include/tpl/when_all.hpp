@@ -23,8 +23,8 @@
 #include <variant>
 #include <vector>
 
-#include "tpl/task.hpp"
 #include "tpl/detail/waiter_firing.hpp"
+#include "tpl/task.hpp"
 
 namespace tpl {
 

@@ -22,8 +22,8 @@
 #include "tpl/detail/start_guard.hpp"
 #include "tpl/detail/task_awaiter.hpp"
 #include "tpl/detail/task_state.hpp"
-#include "tpl/detail/waiter_firing.hpp"
 #include "tpl/detail/trampoline.hpp"
+#include "tpl/detail/waiter_firing.hpp"
 
 namespace tpl::detail {
 
