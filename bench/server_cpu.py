@@ -15,7 +15,8 @@ measures one wrk run; the servers take turns, round after round.
 
 Each server is NAME=COMMAND: leading VAR=value words are its environment, a glob in the program
 path is expanded (the peers' build directories are named by a hash), and the server must print
-"127.0.0.1:PORT" (the bench's servers print "listening on 127.0.0.1:PORT") on its first line.
+"127.0.0.1:PORT" (the bench's servers print "listening on 127.0.0.1:PORT") within 30 s; it runs
+as bench/run.py runs the server groups' servers (run.py's ServerProcess).
 Loopback only; every run is bounded by --seconds. Prints one line per run and the medians.
 """
 from __future__ import annotations
@@ -31,7 +32,9 @@ import subprocess
 import sys
 import time
 
-_PORT = re.compile(r"127\.0\.0\.1:(\d+)")
+# bench/run.py's server handling (a session of its own, stdout drained, the port from its first
+# "127.0.0.1:PORT" line within a timeout, killed with its process group) and wrk's output patterns.
+from run import _WRK_REQUESTS, _WRK_RPS, SERVER_READY_TIMEOUT_S, ServerProcess  # noqa: E402
 
 
 def parse_server(spec: str) -> tuple[str, list[str], dict[str, str]]:
@@ -50,6 +53,8 @@ def parse_server(spec: str) -> tuple[str, list[str], dict[str, str]]:
         raise SystemExit(f"server_cpu: '{words[0]}' matches {len(matches)} files")
     if matches:
         words[0] = matches[0]
+    if os.sep in words[0]:
+        words[0] = os.path.abspath(words[0])  # ServerProcess runs it from the repository's root
     return name, words, env
 
 
@@ -78,26 +83,24 @@ def measure(argv: list[str], env: dict[str, str], seconds: int, conns: int, path
     wrk = shutil.which("wrk")
     if wrk is None:
         raise SystemExit("server_cpu: wrk is not installed (apt-get install wrk)")
-    server = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-                              env={**os.environ, **env})
+    server = ServerProcess(argv, env, SERVER_READY_TIMEOUT_S + seconds + 90)
     try:
-        line = server.stdout.readline() if server.stdout else ""
-        port = _PORT.search(line)
+        port = server.wait_port(SERVER_READY_TIMEOUT_S)
         if port is None:
-            raise RuntimeError(f"the server printed no 127.0.0.1:PORT first line: {line!r}")
-        url = f"http://127.0.0.1:{port.group(1)}{path}"
+            raise RuntimeError(f"{argv[0]} printed no 127.0.0.1:PORT line in {SERVER_READY_TIMEOUT_S} s")
+        pid = server.proc.pid
+        url = f"http://127.0.0.1:{port}{path}"
         base = [wrk, "-t1", f"-c{conns}"]
         subprocess.run(base + ["-d1s", url], capture_output=True, timeout=30, check=True)
-        ticks0, switches0, client0 = cpu_ticks(server.pid), context_switches(server.pid), os.times()
+        ticks0, switches0, client0 = cpu_ticks(pid), context_switches(pid), os.times()
         out = subprocess.run(base + [f"-d{seconds}s", url], capture_output=True, text=True,
                              timeout=seconds + 30, check=True).stdout
-        ticks1, switches1, client1 = cpu_ticks(server.pid), context_switches(server.pid), os.times()
-        threads = len(os.listdir(f"/proc/{server.pid}/task"))
+        ticks1, switches1, client1 = cpu_ticks(pid), context_switches(pid), os.times()
+        threads = len(os.listdir(f"/proc/{pid}/task"))
     finally:
-        server.kill()
-        server.wait()
-    done = re.search(r"(\d+) requests in", out)
-    rps = re.search(r"Requests/sec:\s*([\d.]+)", out)
+        server.close()
+    done = _WRK_REQUESTS.search(out)
+    rps = _WRK_RPS.search(out)
     if not done or not rps or int(done.group(1)) == 0:
         raise RuntimeError(f"wrk printed no request count: {out[-300:]!r}")
     n = int(done.group(1))
