@@ -291,6 +291,7 @@ class Entry:
     rps: list = field(default_factory=list)         # server groups: requests/s per sample
     p50_us: list = field(default_factory=list)
     p99_us: list = field(default_factory=list)
+    cpu_us: list = field(default_factory=list)      # server groups: server CPU us per request (or None)
     extra: list = field(default_factory=list)       # server groups: the client's other figures
     threads: list = field(default_factory=list)     # per sample: [[ms, threads], ...] or None
 

@@ -75,13 +75,15 @@ def summarize(group: str, entries: list[Entry], programs: list, tpl_present: boo
         if any(s is not None for s in e.starts):
             row["starts_ms"] = e.starts
         if e.kind == "server":
-            row.update(requests_per_s=e.rps, p50_us=e.p50_us, p99_us=e.p99_us, client_extra=e.extra)
+            row.update(requests_per_s=e.rps, p50_us=e.p50_us, p99_us=e.p99_us, client_extra=e.extra,
+                       server_cpu_us=e.cpu_us)
             if any(t for t in e.threads):
                 row["threads"] = e.threads
             if e.rps and not e.error:
                 row.update(rps_median=statistics.median(e.rps), rps_min=min(e.rps),
                            rps_max=max(e.rps), p50_us_median=_median_or_none(e.p50_us),
-                           p99_us_median=_median_or_none(e.p99_us))
+                           p99_us_median=_median_or_none(e.p99_us),
+                           server_cpu_us_median=_median_or_none(e.cpu_us))
         if e.samples and not e.error:
             row["median_ms"] = statistics.median(e.samples)
             row["min_ms"], row["max_ms"] = min(e.samples), max(e.samples)
@@ -113,24 +115,31 @@ def _fmt_us(us: float | None) -> str:
     return fmt_time_ns(None if us is None else us * 1e3)
 
 
+def _fmt_cpu_us(us: float | None) -> str:
+    return "-" if us is None else f"{us:.2f} us"
+
+
 def server_group_table(s: dict) -> list[str]:
     """Requests/s (median of the rounds), its range, the ratio to the first row's (higher is
-    better), the medians of the rounds' p50 and p99 latencies and the server's peak RSS."""
-    headers = ["Method", "Runtime", "Requests/s", "Min-Max", "Ratio", "p50", "p99", "Peak RSS"]
+    better), the medians of the rounds' p50 and p99 latencies, of the server's CPU time per
+    request (results from before it was measured show '-') and the server's peak RSS."""
+    headers = ["Method", "Runtime", "Requests/s", "Min-Max", "Ratio", "p50", "p99", "CPU/request",
+               "Peak RSS"]
     rows = []
     if s["tpl"] != "present":
-        rows.append(["tpl: not built yet", "tpl", "-", "-", "-", "-", "-", "-"])
+        rows.append(["tpl: not built yet", "tpl", "-", "-", "-", "-", "-", "-", "-"])
     base = next((r["rps_median"] for r in s["rows"] if r.get("rps_median")), None)
     for r in s["rows"]:
         if r.get("rps_median") is None:
             rows.append([r["method"], r["runtime"], "FAILED", (r["error"] or "")[:60],
-                         "-", "-", "-", "-"])
+                         "-", "-", "-", "-", "-"])
             continue
         rss = r.get("peak_rss_kb_max")
         rows.append([r["method"], r["runtime"], fmt_rps(r["rps_median"]),
                      f"{fmt_rps(r['rps_min'])} - {fmt_rps(r['rps_max'])}",
                      fmt_ratio(r["rps_median"], base), _fmt_us(r["p50_us_median"]),
-                     _fmt_us(r["p99_us_median"]), fmt_bytes(rss * 1024) if rss else "-"])
+                     _fmt_us(r["p99_us_median"]), _fmt_cpu_us(r.get("server_cpu_us_median")),
+                     fmt_bytes(rss * 1024) if rss else "-"])
     return table_lines(headers, rows)
 
 
@@ -252,7 +261,11 @@ def write_docs(results: dict, micro_tables: list[str], plots: list[str], path: P
              "first row's. Server groups (echo_*, plaintext*, sync_over_async_server) show "
              "requests/s instead: the median of the rounds, their range, Ratio = requests/s over "
              "the first row's (higher is better), and the medians of the rounds' p50 and p99 "
-             "latencies (not for plaintext_pipelined: see its description); their Peak RSS is "
+             "latencies (not for plaintext_pipelined: see its description); CPU/request is the "
+             "median of the rounds' server CPU time (user + system, every thread of the server "
+             "process, /proc/PID/stat) over the measured run divided by the requests (round "
+             "trips) it answered: what the server costs, where requests/s on cores shared with "
+             "the client is also the client's ceiling; their Peak RSS is "
              "the server's. Allocated: bytes allocated by the measured run (tpl: global "
              "operator new; Go: MemStats.TotalAlloc; .NET Core: GC.GetTotalAllocatedBytes; "
              "Java: all threads' allocated bytes; '-' where not measurable). Peak RSS: the "

@@ -506,8 +506,11 @@ def _json_record(out: str) -> dict | None:
     return record
 
 
-def run_loadgen(spec: dict, port: int, quick: bool, timeout: float) -> tuple[dict | None, str]:
-    """One bench/loadgen run against 127.0.0.1:port: (sample, "") or (None, why)."""
+def run_loadgen(spec: dict, port: int, quick: bool, timeout: float,
+                cpu: server_groups.CpuMeter) -> tuple[dict | None, str]:
+    """One bench/loadgen run against 127.0.0.1:port: (sample, "") or (None, why). `cpu` meters
+    the server over the whole invocation (its connections, its few warm-up round trips included:
+    loadgen does them in the same process)."""
     load = spec["load"]
     i = 1 if quick else 0
     amount = (["-duration", str(load["duration"][i])] if "duration" in load
@@ -516,7 +519,9 @@ def run_loadgen(spec: dict, port: int, quick: bool, timeout: float) -> tuple[dic
            "-conns", str(load["conns"])] + amount + [
            "-warmup", str(load["warmup"][i]), "-blocking", str(load.get("blocking", 0)),
            "-seconds-max", str(int(timeout))]
+    cpu.start()
     rc, out, err, _, _ = _timed_child(cmd, {}, timeout + 10)
+    cpu.stop()
     if rc != 0:
         tail = " | ".join(err.strip().splitlines()[-2:])[-300:]
         return None, f"loadgen: {describe_rc(rc)}: {tail}"
@@ -541,9 +546,11 @@ _WRK_SOCKET_ERRORS = re.compile(r"Socket errors:\s*(.*)")
 _WRK_UNIT_US = {"us": 1.0, "ms": 1e3, "s": 1e6, "m": 60e6, "h": 3600e6}
 
 
-def run_wrk(spec: dict, port: int, quick: bool, timeout: float) -> tuple[dict | None, str]:
+def run_wrk(spec: dict, port: int, quick: bool, timeout: float,
+            cpu: server_groups.CpuMeter) -> tuple[dict | None, str]:
     """A warm-up and one measured wrk run against http://127.0.0.1:port/plaintext (with the
-    spec's `pipeline` depth: bench/wrk/pipeline.lua, that many requests per write)."""
+    spec's `pipeline` depth: bench/wrk/pipeline.lua, that many requests per write). `cpu`
+    meters the server over the measured run only."""
     w = spec["wrk"]
     i = 1 if quick else 0
     wrk = shutil.which("wrk") or "wrk"
@@ -553,8 +560,10 @@ def run_wrk(spec: dict, port: int, quick: bool, timeout: float) -> tuple[dict | 
         rc, _, err, _, _ = _timed_child(base + [f"-d{w['warmup_s'][i]}s"] + url, {}, timeout)
         if rc != 0:
             return None, f"wrk (warm-up): {describe_rc(rc)}: {err.strip()[-200:]}"
+    cpu.start()
     rc, out, err, _, _ = _timed_child(base + [f"-d{w['seconds'][i]}s", "--latency"] + url, {},
                                       timeout)
+    cpu.stop()
     if rc != 0:
         return None, f"wrk: {describe_rc(rc)}: {err.strip()[-200:]}"
     reqs, rps = _WRK_REQUESTS.search(out), _WRK_RPS.search(out)
@@ -579,7 +588,7 @@ def run_server_entry(e: Entry, quick: bool, timeout: float) -> str | None:
     spec = GROUPS[e.group]
     t0 = time.monotonic()
     server = ServerProcess(e.argv or [], e.program.env, SERVER_READY_TIMEOUT_S + 2 * timeout + 60)
-    sample, why, rss = None, "", 0
+    sample, why, rss, cpu_s = None, "", 0, None
     try:
         port = server.wait_port(SERVER_READY_TIMEOUT_S)
         if port is None:
@@ -589,8 +598,10 @@ def run_server_entry(e: Entry, quick: bool, timeout: float) -> str | None:
             client = run_wrk if "wrk" in spec else run_loadgen
             sampler = (server_groups.ThreadSampler(server.proc.pid).start()
                        if spec.get("threads") else None)
-            sample, why = client(spec, port, quick, timeout)
+            cpu = server_groups.CpuMeter(server.proc.pid)
+            sample, why = client(spec, port, quick, timeout, cpu)
             threads = sampler.samples() if sampler else None
+            cpu_s = cpu.seconds()
             if sample is not None and not server.alive():
                 sample, why = None, "the server exited during the run"
             rss = server.peak_rss_kb()
@@ -613,6 +624,9 @@ def run_server_entry(e: Entry, quick: bool, timeout: float) -> str | None:
     e.rps.append(sample["rps"])
     e.p50_us.append(sample["p50_us"])
     e.p99_us.append(sample["p99_us"])
+    # Per request answered (per round trip for the echo groups): the whole server's CPU time.
+    e.cpu_us.append(None if cpu_s is None or sample["checksum"] <= 0
+                    else cpu_s * 1e6 / sample["checksum"])
     e.extra.append(sample["extra"])
     e.threads.append(threads)
     if sample["extra"].get("socket_errors"):

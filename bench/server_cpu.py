@@ -35,6 +35,7 @@ import time
 # bench/run.py's server handling (a session of its own, stdout drained, the port from its first
 # "127.0.0.1:PORT" line within a timeout, killed with its process group) and wrk's output patterns.
 from run import _WRK_REQUESTS, _WRK_RPS, SERVER_READY_TIMEOUT_S, ServerProcess  # noqa: E402
+from server_groups import CpuMeter  # noqa: E402
 
 
 def parse_server(spec: str) -> tuple[str, list[str], dict[str, str]]:
@@ -56,13 +57,6 @@ def parse_server(spec: str) -> tuple[str, list[str], dict[str, str]]:
     if os.sep in words[0]:
         words[0] = os.path.abspath(words[0])  # ServerProcess runs it from the repository's root
     return name, words, env
-
-
-def cpu_ticks(pid: int) -> int:
-    """utime + stime of the whole process (every thread), in clock ticks."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return int(fields[11]) + int(fields[12])
 
 
 def context_switches(pid: int) -> int:
@@ -92,10 +86,13 @@ def measure(argv: list[str], env: dict[str, str], seconds: int, conns: int, path
         url = f"http://127.0.0.1:{port}{path}"
         base = [wrk, "-t1", f"-c{conns}"]
         subprocess.run(base + ["-d1s", url], capture_output=True, timeout=30, check=True)
-        ticks0, switches0, client0 = cpu_ticks(pid), context_switches(pid), os.times()
+        cpu = CpuMeter(pid)
+        cpu.start()
+        switches0, client0 = context_switches(pid), os.times()
         out = subprocess.run(base + [f"-d{seconds}s", url], capture_output=True, text=True,
                              timeout=seconds + 30, check=True).stdout
-        ticks1, switches1, client1 = cpu_ticks(pid), context_switches(pid), os.times()
+        cpu.stop()
+        switches1, client1 = context_switches(pid), os.times()
         threads = len(os.listdir(f"/proc/{pid}/task"))
     finally:
         server.close()
@@ -104,10 +101,12 @@ def measure(argv: list[str], env: dict[str, str], seconds: int, conns: int, path
     if not done or not rps or int(done.group(1)) == 0:
         raise RuntimeError(f"wrk printed no request count: {out[-300:]!r}")
     n = int(done.group(1))
-    hz = os.sysconf("SC_CLK_TCK")
+    server_s = cpu.seconds()
+    if server_s is None:
+        raise RuntimeError(f"{argv[0]} ended during the run")
     client_s = (client1.children_user + client1.children_system) - (
         client0.children_user + client0.children_system)
-    return {"rps": float(rps.group(1)), "server_us": (ticks1 - ticks0) / hz / n * 1e6,
+    return {"rps": float(rps.group(1)), "server_us": server_s / n * 1e6,
             "wrk_us": client_s / n * 1e6, "switches_per_1k": (switches1 - switches0) / n * 1e3,
             "threads": threads}
 

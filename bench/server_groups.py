@@ -1,9 +1,11 @@
 """Helpers of bench/run.py's server groups (bench/peers/README.md, "Server groups"): the file
 descriptor limit that echo_1000 needs, wrk's command line for the pipelined plaintext group and
-the sampling of a server's thread count during a run (python3 stdlib only)."""
+the sampling of a server's thread count and the metering of its CPU time during a run (python3
+stdlib only)."""
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from pathlib import Path
@@ -63,6 +65,45 @@ def wrk_script_args(w: dict) -> list[str]:
 def wrk_tail(w: dict) -> list[str]:
     """What goes after the URL: `-- DEPTH` for the pipeline script."""
     return ["--", str(w["pipeline"])] if w.get("pipeline") else []
+
+
+def process_cpu_seconds(pid: int) -> float | None:
+    """User + system CPU time of process `pid` so far, every thread included (those that ended
+    too: /proc/PID/stat's utime and stime are the whole thread group's), in seconds; None once
+    the process is gone. Resolution: one clock tick (10 ms at USER_HZ 100)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class CpuMeter:
+    """A server's CPU time over the measured part of a run: start() just before the client's
+    measured run, stop() just after (run.py's run_wrk and run_loadgen). seconds() is None where
+    either reading failed (the server ended), so that no figure is made up.
+
+    On a machine whose cores the client and the server share, requests/s is often the client's
+    ceiling as much as the server's (wrk takes about as much CPU per request as the fastest
+    servers); the server's CPU per request is what the server itself costs, whatever the
+    kernel did with the cores that second."""
+
+    def __init__(self, pid: int):
+        self.pid = pid
+        self.begin: float | None = None
+        self.end: float | None = None
+
+    def start(self) -> None:
+        self.begin = process_cpu_seconds(self.pid)
+
+    def stop(self) -> None:
+        self.end = process_cpu_seconds(self.pid)
+
+    def seconds(self) -> float | None:
+        if self.begin is None or self.end is None:
+            return None
+        return self.end - self.begin
 
 
 class ThreadSampler:
