@@ -115,10 +115,6 @@ def _fmt_us(us: float | None) -> str:
     return fmt_time_ns(None if us is None else us * 1e3)
 
 
-def _fmt_cpu_us(us: float | None) -> str:
-    return "-" if us is None else f"{us:.2f} us"
-
-
 def server_group_table(s: dict) -> list[str]:
     """Requests/s (median of the rounds), its range, the ratio to the first row's (higher is
     better), the medians of the rounds' p50 and p99 latencies, of the server's CPU time per
@@ -138,7 +134,7 @@ def server_group_table(s: dict) -> list[str]:
         rows.append([r["method"], r["runtime"], fmt_rps(r["rps_median"]),
                      f"{fmt_rps(r['rps_min'])} - {fmt_rps(r['rps_max'])}",
                      fmt_ratio(r["rps_median"], base), _fmt_us(r["p50_us_median"]),
-                     _fmt_us(r["p99_us_median"]), _fmt_cpu_us(r.get("server_cpu_us_median")),
+                     _fmt_us(r["p99_us_median"]), _fmt_us(r.get("server_cpu_us_median")),
                      fmt_bytes(rss * 1024) if rss else "-"])
     return table_lines(headers, rows)
 
